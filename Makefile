@@ -1,0 +1,22 @@
+# Quick start targets. Each sets up .venv once (re-done only when pyproject.toml
+# changes) and then runs its job, so running one twice reuses the set-up.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/moozi demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

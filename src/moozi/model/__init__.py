@@ -1,0 +1,1 @@
+"""Learned model: value transform, history stacking, networks."""
