@@ -22,8 +22,11 @@ def phi(x, eps: float = EPSILON):
 
 def phi_inverse(y, eps: float = EPSILON):
     """Exact inverse of :func:`phi`. ``y``: any shape float -> same shape."""
-    # Solve eps*u^2 + u - (|y| + 1 + eps) = 0 for u = sqrt(|x| + 1) > 0.
-    u = (jnp.sqrt(1.0 + 4.0 * eps * (jnp.abs(y) + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    # Solve eps*u^2 + u - c = 0 (c = |y| + 1 + eps) for u = sqrt(|x| + 1) > 0, in the
+    # rationalised form 2c / (1 + sqrt(1 + 4 eps c)): the textbook
+    # (sqrt(1 + 4 eps c) - 1) / (2 eps) cancels catastrophically in float32.
+    c = jnp.abs(y) + 1.0 + eps
+    u = 2.0 * c / (1.0 + jnp.sqrt(1.0 + 4.0 * eps * c))
     return jnp.sign(y) * (jnp.square(u) - 1.0)
 
 

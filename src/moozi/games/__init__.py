@@ -1,0 +1,1 @@
+"""Small exact games used as true search models (tests, demo)."""

@@ -1,0 +1,209 @@
+"""Planner: MCTS over a model with mctx (PUCT or Gumbel), masks and two-player signs.
+
+The planner depends on a *search model*, not on the networks:
+
+* ``root``: already evaluated at the root: ``RootEval(embedding, value [B], prior_logits [B, A])``;
+* ``step(params, embedding, action [B]) -> StepEval(embedding, reward [B], value [B], prior_logits [B, A])``.
+
+The learned model is one implementation (:func:`learned_root`, :func:`learned_step`);
+a game's true simulator is another (AlphaZero mode, true-model baselines).
+
+Conventions (../shared/DESIGN.md §3, §5): actions are augmented (dummy = 0);
+the dummy action is never legal at a real root; a root with no legal move
+(a last step, kept in the batch) allows only the dummy action so nothing
+divides by zero. Rewards are from the mover's point of view and values from the
+player to move, so two-player zero-sum search uses discount ``-gamma``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+from moozi.config import PlannerConfig
+from moozi.types import Array, SearchOutput
+
+
+class RootEval(NamedTuple):
+    """Root evaluation. ``embedding [B, ...]``, ``value [B]``, ``prior_logits [B, A]``."""
+
+    embedding: Array
+    value: Array
+    prior_logits: Array
+
+
+class StepEval(NamedTuple):
+    """One model step. ``embedding [B, ...]``, ``reward [B]``, ``value [B]``, ``prior_logits [B, A]``."""
+
+    embedding: Array
+    reward: Array
+    value: Array
+    prior_logits: Array
+
+
+StepFn = Callable[[object, Array, Array], StepEval]
+
+
+def learned_root(model, params, observation) -> RootEval:
+    """Root evaluation with the learned model: ``observation [B, ...]`` -> RootEval."""
+    out = model.initial_inference(params, observation)
+    return RootEval(out.hidden, out.value, out.policy_logits)
+
+
+def learned_step(model) -> StepFn:
+    """Search step with the learned model's ``recurrent_inference``."""
+
+    def step(params, embedding, action):
+        out = model.recurrent_inference(params, embedding, action)
+        return StepEval(out.hidden, out.reward, out.value, out.policy_logits)
+
+    return step
+
+
+def root_invalid_actions(legal_actions) -> Array:
+    """Invalid-action mask over augmented actions at a real root.
+
+    ``legal_actions [B, A - 1]`` bool over environment actions -> ``[B, A]`` bool,
+    True where invalid. The dummy action is invalid unless no environment action
+    is legal (a last step), where it is the only valid one.
+    """
+    legal_actions = legal_actions.astype(bool)
+    none_legal = ~jnp.any(legal_actions, axis=-1, keepdims=True)
+    legal_aug = jnp.concatenate([none_legal, legal_actions], axis=-1)
+    return ~legal_aug
+
+
+def _tree_max_depth(tree: mctx.Tree) -> Array:
+    """``[B]`` int32 depth of the deepest visited node (root = 0)."""
+    parents = tree.parents  # [B, N]; parents of node i have index < i
+    num_nodes = parents.shape[1]
+    batch = jnp.arange(parents.shape[0])
+
+    def body(i, depth):
+        parent = jnp.maximum(parents[:, i], 0)
+        return depth.at[:, i].set(jnp.where(parents[:, i] >= 0, depth[batch, parent] + 1, 0))
+
+    depth = jax.lax.fori_loop(1, num_nodes, body, jnp.zeros(parents.shape, jnp.int32))
+    visited = tree.node_visits > 0
+    return jnp.max(jnp.where(visited, depth, 0), axis=-1)
+
+
+def _entropy(p):
+    return -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0), axis=-1)
+
+
+def search(
+    params,
+    rng,
+    root: RootEval,
+    step: StepFn,
+    legal_actions,
+    config: PlannerConfig,
+    *,
+    discount: float,
+    two_player: bool,
+    temperature=None,
+) -> SearchOutput:
+    """Run one batched search.
+
+    Args:
+      params: forwarded to ``step``.
+      rng: PRNG key (consumed).
+      root: the root evaluation (see :class:`RootEval`).
+      step: the search model's recurrent step.
+      legal_actions: ``[B, A - 1]`` bool legal environment actions at the root.
+      config: planner settings.
+      discount: gamma; two-player searches use ``-gamma`` between plies.
+      two_player: alternate points of view between plies (zero-sum games).
+      temperature: PUCT action temperature (scalar, may be traced), overriding
+        ``config.temperature``; 0 picks the most visited action.
+
+    Returns:
+      :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
+    """
+    num_actions = root.prior_logits.shape[-1]
+    if legal_actions.shape[-1] != num_actions - 1:
+        raise ValueError(
+            f"legal_actions has {legal_actions.shape[-1]} environment actions but the model's "
+            f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)"
+        )
+    invalid = root_invalid_actions(legal_actions)
+    gamma = -discount if two_player else discount
+
+    def recurrent_fn(p, key, action, embedding):
+        del key
+        out = step(p, embedding, action)
+        batch = action.shape[0]
+        rec = mctx.RecurrentFnOutput(
+            reward=out.reward.astype(jnp.float32),
+            discount=jnp.full((batch,), gamma, jnp.float32),
+            prior_logits=out.prior_logits.astype(jnp.float32),
+            value=out.value.astype(jnp.float32),
+        )
+        return rec, out.embedding
+
+    mroot = mctx.RootFnOutput(
+        prior_logits=root.prior_logits.astype(jnp.float32),
+        value=root.value.astype(jnp.float32),
+        embedding=root.embedding,
+    )
+    if config.kind == "puct":
+        temp = config.temperature if temperature is None else temperature
+        out = mctx.muzero_policy(
+            params,
+            rng,
+            mroot,
+            recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=invalid,
+            max_depth=config.max_depth,
+            dirichlet_fraction=config.dirichlet_fraction,
+            dirichlet_alpha=config.dirichlet_alpha,
+            pb_c_init=config.pb_c_init,
+            pb_c_base=config.pb_c_base,
+            temperature=temp,
+        )
+    else:
+        out = mctx.gumbel_muzero_policy(
+            params,
+            rng,
+            mroot,
+            recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=invalid,
+            max_depth=config.max_depth,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=config.gumbel_scale,
+        )
+    summary = out.search_tree.summary()
+    policy = jnp.where(invalid, 0.0, out.action_weights)
+    policy = policy / jnp.maximum(jnp.sum(policy, axis=-1, keepdims=True), 1e-12)
+    action = out.action.astype(jnp.int32)
+    return SearchOutput(
+        action=action,
+        env_action=action - 1,
+        root_value=summary.value,
+        root_policy=policy,
+        prior_value=root.value.astype(jnp.float32),
+        policy_entropy=_entropy(policy),
+        max_depth=_tree_max_depth(out.search_tree),
+    )
+
+
+def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player, temperature=None) -> SearchOutput:
+    """Search with the learned model from stacked observations ``[B, ...]``."""
+    root = learned_root(model, params, observation)
+    return search(
+        params,
+        rng,
+        root,
+        learned_step(model),
+        legal_actions,
+        config,
+        discount=discount,
+        two_player=two_player,
+        temperature=temperature,
+    )

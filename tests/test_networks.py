@@ -1,0 +1,92 @@
+"""Shapes, dtypes and input validation for both network families."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moozi.config import ModelConfig
+from moozi.model.networks import build_model, normalize_hidden
+
+A = 4
+CASES = {
+    "resnet": (ModelConfig(kind="resnet", channels=8, repr_blocks=1, dyn_blocks=1, head_hidden=16, support_size=5), (5, 5, 6)),
+    "mlp": (ModelConfig(kind="mlp", mlp_hidden=(16,), mlp_embedding=12, head_hidden=16, support_size=5), (1, 1, 7)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def built(request):
+    cfg, shape = CASES[request.param]
+    model = build_model(cfg, shape, A)
+    params = model.init(jax.random.key(0))
+    return request.param, model, params
+
+
+def test_output_shapes_and_dtypes(built):
+    kind, model, params = built
+    obs = jnp.ones((3, *model.observation_shape))
+    out = model.initial_inference(params, obs)
+    hidden_shape = (3, 5, 5, 8) if kind == "resnet" else (3, 12)
+    assert out.hidden.shape == hidden_shape
+    for name, shape in [("value_logits", (3, 11)), ("reward_logits", (3, 11)), ("policy_logits", (3, A)), ("value", (3,)), ("reward", (3,))]:
+        arr = getattr(out, name)
+        assert arr.shape == shape, name
+        assert arr.dtype == jnp.float32, name
+    np.testing.assert_allclose(out.reward, 0.0, atol=1e-6)  # no reward at the root
+    nxt = model.recurrent_inference(params, out.hidden, jnp.array([0, 1, 3]))
+    assert nxt.hidden.shape == hidden_shape
+    assert nxt.value_logits.shape == (3, 11) and nxt.reward.shape == (3,)
+    proj = model.projection(params, nxt.hidden)
+    assert proj.shape == (3, int(np.prod(hidden_shape[1:])))
+
+
+def test_fresh_model_predicts_zero_and_uniform(built):
+    _, model, params = built
+    out = model.initial_inference(params, jnp.ones((2, *model.observation_shape)))
+    np.testing.assert_allclose(out.value, 0.0, atol=1e-6)
+    np.testing.assert_allclose(jax.nn.softmax(out.policy_logits), 1 / A, atol=1e-6)
+
+
+def test_hidden_states_are_normalised(built):
+    _, model, params = built
+    obs = jax.random.normal(jax.random.key(1), (2, *model.observation_shape))
+    out = model.initial_inference(params, obs)
+    h = np.asarray(out.hidden).reshape(2, -1)
+    np.testing.assert_allclose(h.min(axis=1), 0.0, atol=1e-6)
+    np.testing.assert_allclose(h.max(axis=1), 1.0, atol=1e-5)
+    nxt = np.asarray(model.recurrent_inference(params, out.hidden, jnp.array([1, 2])).hidden)
+    assert nxt.min() >= 0.0 and nxt.max() <= 1.0 + 1e-6
+
+
+def test_wrong_observation_shape_is_a_clear_error(built):
+    _, model, params = built
+    bad = jnp.ones((2, 3, 3, 2))
+    with pytest.raises(ValueError, match="does not match the model"):
+        model.initial_inference(params, bad)
+
+
+def test_wrong_action_shape_is_a_clear_error(built):
+    _, model, params = built
+    out = model.initial_inference(params, jnp.ones((2, *model.observation_shape)))
+    with pytest.raises(ValueError, match="action must be"):
+        model.recurrent_inference(params, out.hidden, jnp.array([[1], [2]]))
+
+
+def test_support_size_mismatch_is_a_clear_error(built):
+    kind, model, params = built
+    cfg, shape = CASES[kind]
+    other = build_model(ModelConfig(**{**cfg.__dict__, "support_size": 7}), shape, A)
+    model.check_params(params)  # matches itself
+    with pytest.raises(ValueError, match="support_size=7"):
+        other.check_params(params)
+
+
+def test_resnet_refuses_vector_observations():
+    with pytest.raises(ValueError, match="model.kind='mlp'"):
+        build_model(ModelConfig(kind="resnet"), (7,), A)
+
+
+def test_normalize_hidden_constant_input_is_finite():
+    out = normalize_hidden(jnp.ones((2, 3)))
+    assert np.all(np.isfinite(out))
