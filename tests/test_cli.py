@@ -1,0 +1,30 @@
+"""Smoke tests of every CLI command."""
+
+import subprocess
+import sys
+
+import pytest
+
+from moozi.cli import main
+
+
+def test_demo_prints_moves_and_values(capsys):
+    assert main(["demo", "--simulations", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "root value" in out and "puct" in out and "gumbel" in out
+
+
+def test_demo_rejects_bad_simulations(capsys):
+    assert main(["demo", "--simulations", "0"]) == 2
+    assert "--simulations" in capsys.readouterr().err
+
+
+def test_unknown_command_is_a_usage_error():
+    with pytest.raises(SystemExit) as err:
+        main(["fly"])
+    assert err.value.code == 2
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "moozi.cli", "--help"], capture_output=True, text=True, check=True)
+    assert "demo" in out.stdout
