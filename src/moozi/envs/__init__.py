@@ -1,0 +1,30 @@
+"""Environment bridges behind one step contract (../shared/DESIGN.md §3).
+
+* :mod:`moozi.envs.contract`: ``TimeStep`` (what every bridge yields) and ``EnvSpec``.
+* :mod:`moozi.envs.device`: the functional device-env interface (``DeviceEnv``,
+  ``reset_batch``, ``step_batch``) and the host-side ``checked_step``.
+* :mod:`moozi.envs.registry`: ``make_env("prefix:game", **kwargs)``, ``list_envs``, ``register``.
+* Bridges: :mod:`moozi.envs.gymnax_bridge`, :mod:`moozi.envs.pgx_bridge` (their
+  packages are imported only when one of their games is built).
+"""
+
+from moozi.envs.contract import EnvSpec, IllegalActionError, TimeStep, UnknownEnvError
+from moozi.envs.device import DeviceEnv, EnvState, check_actions, checked_step, reset_batch, step_batch
+from moozi.envs.registry import list_envs, make_env, register, unregister
+
+__all__ = [
+    "DeviceEnv",
+    "EnvSpec",
+    "EnvState",
+    "IllegalActionError",
+    "TimeStep",
+    "UnknownEnvError",
+    "check_actions",
+    "checked_step",
+    "list_envs",
+    "make_env",
+    "register",
+    "reset_batch",
+    "step_batch",
+    "unregister",
+]

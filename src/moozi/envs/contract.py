@@ -1,0 +1,123 @@
+"""The step contract every environment bridge yields (../shared/DESIGN.md §3).
+
+One :class:`TimeStep` per environment step, whatever the game and whatever
+the path (device or host):
+
+* ``observation`` float32 ``(H, W, C)``; vector games use ``(1, 1, D)``.
+* ``reward`` received on *arriving* at this step (0 on the first step); in
+  two-player games from the point of view of the player who just moved.
+* ``is_first`` / ``is_last`` / ``is_terminal`` (``is_terminal`` is
+  ``is_last and not truncated``: a truncated episode ends with ``is_last``
+  true and ``is_terminal`` false, and its value bootstraps).
+* ``legal_actions`` bool mask over the environment's actions; non-empty on
+  every non-last step and all False on a last step (nothing can be played
+  there: the next step starts a new episode and ignores the action).
+* ``to_play`` the player to move at this step (0 for single-player games).
+
+Environments auto-reset: the step after a last step is the first step of the
+next episode and ignores the action. Actions are *environment* indices
+``0 .. num_actions - 1`` (not augmented; see ``moozi.types.to_env_action``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from moozi.config import ConfigError
+
+Array = jax.Array
+
+
+class UnknownEnvError(ValueError):
+    """``make_env`` got a name no bridge is registered for."""
+
+
+class IllegalActionError(ValueError):
+    """A host-side checked step got an action that is out of range or not legal."""
+
+
+@struct.dataclass
+class TimeStep:
+    """What an environment yields at one step (unbatched shapes; batched adds a leading ``[B]``).
+
+    Attributes:
+      observation: ``[H, W, C]`` float32 observation at this step (from the
+        point of view of ``to_play`` in two-player games).
+      reward: ``[]`` float32 reward received on arriving at this step; 0 on the
+        first step; in two-player games for the player who just moved.
+      is_first: ``[]`` bool, the first step of an episode.
+      is_last: ``[]`` bool, the last step of an episode (terminated or truncated).
+      is_terminal: ``[]`` bool, ``is_last`` and the episode terminated (not truncated).
+      legal_actions: ``[A_env]`` bool legal environment actions; all False on a last step.
+      to_play: ``[]`` int32 player to move at this step (0 for single-player games).
+    """
+
+    observation: Array
+    reward: Array
+    is_first: Array
+    is_last: Array
+    is_terminal: Array
+    legal_actions: Array
+    to_play: Array
+
+    @property
+    def is_truncated(self) -> Array:
+        """``[]`` bool: the episode ended here by truncation (a step cap), not termination."""
+        return jnp.logical_and(self.is_last, jnp.logical_not(self.is_terminal))
+
+
+def _spec_fail(name: str, value, allowed: str) -> None:
+    raise ConfigError(f"env_spec.{name} = {value!r} is invalid: allowed {allowed}")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Static description of an environment (hashable; never traced).
+
+    Attributes:
+      name: registered name, ``"prefix:game"`` (e.g. ``"gymnax:Breakout-MinAtar"``).
+      observation_shape: ``(H, W, C)`` of ``TimeStep.observation``.
+      num_actions: number of *environment* actions ``A_env`` (the augmented
+        space used by the model has ``A_env + 1``).
+      num_players: 1, or 2 for two-player zero-sum games with alternating turns.
+      max_episode_steps: the truncation cap (an episode has at most this many
+        actions; the step reached by the last one is ``is_last`` and, unless the
+        game also terminated there, not ``is_terminal``), or None for no cap.
+      path: ``"device"`` (pure JAX, jittable, vmappable) or ``"host"`` (Python
+        environments stepped outside jit).
+    """
+
+    name: str
+    observation_shape: tuple[int, ...]
+    num_actions: int
+    num_players: int = 1
+    max_episode_steps: int | None = None
+    path: str = "device"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            _spec_fail("name", self.name, "a non-empty string")
+        shape = self.observation_shape
+        if (
+            not isinstance(shape, tuple)
+            or len(shape) != 3
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
+        ):
+            _spec_fail("observation_shape", shape, "a tuple (H, W, C) of integers >= 1")
+        if not isinstance(self.num_actions, int) or isinstance(self.num_actions, bool) or self.num_actions < 1:
+            _spec_fail("num_actions", self.num_actions, "an integer >= 1")
+        if self.num_players not in (1, 2) or isinstance(self.num_players, bool):
+            _spec_fail("num_players", self.num_players, "1 or 2")
+        m = self.max_episode_steps
+        if m is not None and (not isinstance(m, int) or isinstance(m, bool) or m < 1):
+            _spec_fail("max_episode_steps", m, "None or an integer >= 1")
+        if self.path not in ("device", "host"):
+            _spec_fail("path", self.path, "'device' or 'host'")
+
+    @property
+    def two_player(self) -> bool:
+        return self.num_players == 2
