@@ -462,3 +462,12 @@ def test_stats():
     assert s["replay/priority_min"] == pytest.approx(1.0)
     assert s["replay/priority_mean"] == pytest.approx(2.5)
     assert s["replay/priority_max"] == pytest.approx(4.0)
+
+
+def test_empty_buffer_with_known_shapes_round_trips():
+    """A buffer saved before its first trajectory (e.g. an early checkpoint) restores."""
+    cfg = ReplayConfig(capacity=64)
+    rb = ReplayBuffer(cfg, TargetConfig(history_length=2, unroll_steps=2, td_steps=2), num_actions=4, frame_shape=(1, 1, 3))
+    rb2 = ReplayBuffer(cfg, TargetConfig(history_length=2, unroll_steps=2, td_steps=2), num_actions=4, frame_shape=(1, 1, 3))
+    rb2.load_state_dict(rb.state_dict())
+    assert rb2.size == 0 and rb2.num_actions == 4 and rb2.frame_shape == (1, 1, 3)

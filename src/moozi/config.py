@@ -212,7 +212,11 @@ def _convert(owner: str, name: str, tp: Any, value: Any) -> Any:
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             _fail(owner, name, value, "a list")
-        return tuple(_convert(owner, name, args[0], v) for v in value)
+        if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]
+            return tuple(_convert(owner, name, args[0], v) for v in value)
+        if len(value) != len(args):
+            _fail(owner, name, value, f"a list of {len(args)} items")
+        return tuple(_convert(owner, name, a, v) for a, v in zip(args, value))
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
@@ -251,6 +255,188 @@ __all__ = [
     "PlannerConfig",
     "TargetConfig",
     "LearnerConfig",
+    "EnvConfig",
+    "DriverConfig",
+    "Config",
     "from_dict",
     "to_dict",
+    "config_from_dict",
+    "apply_overrides",
+    "to_plain",
 ]
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which game and how many copies.
+
+    name: registered environment name (``moozi.envs.list_envs()``), e.g. ``gymnax:CartPole-v1``.
+    kwargs: keyword arguments for the bridge (e.g. ``max_episode_steps``).
+    num_envs: environments acting in lock-step (the acting batch B).
+    """
+
+    name: str = "gymnax:CartPole-v1"
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    num_envs: int = 16
+
+    def __post_init__(self):
+        o = "env"
+        if not isinstance(self.name, str) or ":" not in self.name:
+            _fail(o, "name", self.name, "a registered name 'prefix:game' (see `moozi envs`)")
+        if not isinstance(self.kwargs, dict):
+            _fail(o, "kwargs", self.kwargs, "a mapping of bridge arguments")
+        _positive_int(o, "num_envs", self.num_envs)
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """The training schedule (thesis: collect -> replay -> updates -> sync -> test).
+
+    steps_per_epoch: acting steps per environment per epoch (one rollout segment).
+    samples_per_env_step: replay ratio, trained samples (updates x batch size)
+      per environment step; honoured exactly over the run.
+    batch_size: learner batch size.
+    min_replay_steps: stored steps needed before the first update.
+    sync_every: epochs between publishing learner params to the actors.
+    test_every: epochs between tests (0 disables).
+    test_episodes / test_envs: episodes per test, environments used for testing.
+    test_steps_per_segment: acting steps per test rollout call.
+    checkpoint_every_minutes: wall-clock minutes between checkpoints.
+    keep_checkpoints: how many checkpoints to keep.
+    temperature: ``[[env_steps, temperature], ...]`` piecewise-constant acting
+      temperature (thesis: 1.0, then lower as training goes on).
+    max_env_steps: stop after this many environment steps (None: no limit).
+    seed: root of every random stream.
+    """
+
+    steps_per_epoch: int = 32
+    samples_per_env_step: float = 1.0
+    batch_size: int = 128
+    min_replay_steps: int = 1000
+    sync_every: int = 1
+    test_every: int = 5
+    test_episodes: int = 16
+    test_envs: int = 16
+    test_steps_per_segment: int = 100
+    checkpoint_every_minutes: float = 5.0
+    keep_checkpoints: int = 3
+    temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
+    max_env_steps: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        o = "driver"
+        for name in ("steps_per_epoch", "batch_size", "sync_every", "test_episodes", "test_envs",
+                     "test_steps_per_segment", "keep_checkpoints"):
+            _positive_int(o, name, getattr(self, name))
+        _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
+        _nonneg_int(o, "test_every", self.test_every)
+        _nonneg_int(o, "seed", self.seed)
+        _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
+        _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)
+        sched = self.temperature
+        ok = isinstance(sched, tuple) and len(sched) >= 1 and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and p[0] >= 0
+            and isinstance(p[1], (int, float)) and p[1] >= 0 for p in sched
+        )
+        if ok:
+            ok = sched[0][0] == 0 and all(a[0] < b[0] for a, b in zip(sched, sched[1:]))
+        if not ok:
+            _fail(o, "temperature", sched, "a list of [env_steps, temperature] pairs starting at 0, steps increasing")
+        if self.max_env_steps is not None:
+            _positive_int(o, "max_env_steps", self.max_env_steps)
+
+    def temperature_at(self, env_steps: int) -> float:
+        """Acting temperature after ``env_steps`` environment steps."""
+        value = self.temperature[0][1]
+        for start, temp in self.temperature:
+            if env_steps >= start:
+                value = temp
+        return float(value)
+
+
+def _replay_config_cls():
+    from moozi.replay import ReplayConfig  # replay imports this module; resolve lazily
+
+    return ReplayConfig
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole training run. ``test_planner`` is the testing worker's planner (thesis Table 5.1)."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    planner: PlannerConfig = dataclasses.field(default_factory=PlannerConfig)
+    test_planner: PlannerConfig = dataclasses.field(
+        default_factory=lambda: PlannerConfig(dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
+    )
+    targets: TargetConfig = dataclasses.field(default_factory=TargetConfig)
+    learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
+    replay: Any = dataclasses.field(default_factory=lambda: _replay_config_cls()())
+    driver: DriverConfig = dataclasses.field(default_factory=DriverConfig)
+
+
+_SECTIONS = {
+    "env": EnvConfig,
+    "model": ModelConfig,
+    "planner": PlannerConfig,
+    "test_planner": PlannerConfig,
+    "targets": TargetConfig,
+    "learner": LearnerConfig,
+    "driver": DriverConfig,
+}
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a :class:`Config` from nested plain data; unknown sections/keys fail by name."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config must be a mapping of sections, got {type(data).__name__}")
+    sections = dict(_SECTIONS, replay=_replay_config_cls())
+    kwargs = {}
+    for key, value in data.items():
+        if key not in sections:
+            raise ConfigError(f"unknown section {key!r}: allowed sections are " + ", ".join(sorted(sections)))
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"section {key} must be a mapping of keys, got {value!r}")
+        if key == "env" and "kwargs" in value and not isinstance(value["kwargs"], Mapping):
+            _fail("env", "kwargs", value["kwargs"], "a mapping of bridge arguments")
+        kwargs[key] = from_dict(sections[key], value, owner=key)
+    return Config(**kwargs)
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    import yaml
+
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value")
+    path, raw = text.split("=", 1)
+    keys = path.strip().split(".")
+    if len(keys) < 2 or not all(keys):
+        raise ConfigError(f"override {text!r} must name a section and a key, e.g. driver.batch_size=64")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {text!r}: cannot parse value {raw!r}: {err}") from err
+    return keys, value
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: list[str]) -> dict:
+    """Apply ``section.key=value`` overrides (values parsed as YAML) to nested plain data."""
+    import copy
+
+    out = copy.deepcopy(dict(data))
+    for text in overrides:
+        keys, value = _parse_override(text)
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {text!r}: {k} is not a section")
+        node[keys[-1]] = value
+    return out
+
+
+def to_plain(config: Any) -> Any:
+    """Plain data (dicts, lists, scalars) of any config, for YAML and checkpoints."""
+    return to_dict(config)

@@ -923,7 +923,11 @@ class ReplayBuffer:
                 )
             frames = np.array(state["frames"])
             policies = np.array(state["root_policies"], np.float32)
-            if frames.shape != (cap, *frame_shape) or policies.shape != (cap, num_actions):
+            if frames.size == 0 and policies.size == 0:
+                # Saved before its first trajectory: shapes known, storage not allocated yet.
+                self._num_actions, self._frame_shape = num_actions, frame_shape
+                frames = policies = None
+            elif frames.shape != (cap, *frame_shape) or policies.shape != (cap, num_actions):
                 raise ReplayError(
                     f"replay state frames {frames.shape} / root_policies {policies.shape} do not "
                     f"match capacity {cap}, frame shape {frame_shape}, num_actions {num_actions}"

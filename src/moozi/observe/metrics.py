@@ -1,0 +1,268 @@
+"""Run-directory outputs: scalar metrics (JSON lines + TensorBoard) and the log file.
+
+Layout inside a run directory::
+
+    run_dir/
+      metrics.jsonl   one JSON object per :meth:`MetricsWriter.write` call
+      tb/             TensorBoard event files (tensorboardX), one per writer opened
+      train.log       the ``moozi`` logger (:func:`setup_logging`)
+
+A ``metrics.jsonl`` line is flat: ``{"step": 120, "wall_time": 1712345678.25,
+"loss/policy": 0.51, "train/step": 120, ...}``. ``step`` (int) and ``wall_time``
+(Unix seconds, float) are reserved; metric keys are namespaced with ``/``
+(``loss/policy``, ``test/return_mean``). Integers (including numpy/JAX integer
+scalars) stay integers, bools become 0/1, everything else becomes a float.
+Non-finite floats are written as the strings ``"NaN"``, ``"Infinity"`` and
+``"-Infinity"`` so every line is strict JSON; :func:`read_metrics` turns them
+back into floats.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+METRICS_FILE = "metrics.jsonl"
+TB_DIR = "tb"
+LOG_FILE = "train.log"
+RESERVED_KEYS = ("step", "wall_time")
+
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_log = logging.getLogger("moozi.observe")
+
+
+def _scalar(key: str, value: Any) -> int | float:
+    """A Python int/float for one metric value, or ValueError naming the key."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # noqa: BLE001 - report any conversion failure uniformly
+        raise ValueError(f"metric {key!r}: cannot convert {type(value).__qualname__} to a number ({e})") from e
+    if arr.size != 1:
+        raise ValueError(
+            f"metric {key!r} has shape {arr.shape}; write() takes scalars "
+            "(use write_histogram for arrays)"
+        )
+    if arr.dtype.kind == "b":
+        return int(arr.reshape(()).item())
+    if arr.dtype.kind in "iu":
+        return int(arr.reshape(()).item())
+    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
+        return float(arr.reshape(()).astype(np.float64).item())
+    raise ValueError(f"metric {key!r} has dtype {arr.dtype}; write() takes real numbers")
+
+
+def _json_value(x: int | float) -> int | float | str:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    return x
+
+
+class MetricsWriter:
+    """Appends scalar metrics to ``run_dir/metrics.jsonl`` and TensorBoard (``run_dir/tb``).
+
+    Opening an existing run appends to its ``metrics.jsonl`` (a resume continues
+    the same file); a partial last line left by a killed process is removed
+    first so the file stays valid JSON lines. With ``tensorboard=True`` the
+    optional ``tensorboardX`` package is used; if it is not installed a warning
+    is logged and only the JSON lines are written.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True):
+        """Open (create) ``run_dir`` for appending metrics."""
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / METRICS_FILE
+        _drop_partial_last_line(self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._tb = None
+        if tensorboard:
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError:
+                _log.warning(
+                    "tensorboardX is not installed; metrics go to %s only "
+                    "(pip install 'tensorboardX>=2.6,<3')",
+                    self.path,
+                )
+            else:
+                self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
+
+    @property
+    def tensorboard(self) -> bool:
+        """Whether TensorBoard events are being written."""
+        return self._tb is not None
+
+    def write(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Append one record for ``step`` with every scalar in ``metrics``.
+
+        Values may be Python, numpy or JAX scalars (or size-1 arrays). Raises
+        ``ValueError`` naming the key for a non-scalar / non-numeric value or a
+        reserved key (``step``, ``wall_time``); nothing is written then.
+        """
+        if self._file is None:
+            raise ValueError("MetricsWriter is closed")
+        step = int(step)
+        values: dict[str, int | float] = {}
+        for key, value in metrics.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"metric keys must be non-empty strings, got {key!r}")
+            if key in RESERVED_KEYS:
+                raise ValueError(f"metric key {key!r} is reserved in {METRICS_FILE}")
+            values[key] = _scalar(key, value)
+        record: dict[str, Any] = {"step": step, "wall_time": time.time()}
+        record.update({k: _json_value(v) for k, v in values.items()})
+        self._file.write(json.dumps(record, allow_nan=False) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in values.items():
+                self._tb.add_scalar(key, value, step)
+
+    def write_histogram(self, key: str, values: Any, step: int) -> None:
+        """Log an array's distribution to TensorBoard (no-op without TensorBoard).
+
+        Histograms are not written to ``metrics.jsonl``.
+        """
+        if self._file is None:
+            raise ValueError("MetricsWriter is closed")
+        if self._tb is not None:
+            arr = np.asarray(values, dtype=np.float64).reshape(-1)
+            self._tb.add_histogram(key, arr, int(step))
+
+    def flush(self) -> None:
+        """Push buffered lines and events to disk."""
+        if self._file is not None:
+            self._file.flush()
+        if self._tb is not None:
+            self._tb.flush()
+
+    def close(self) -> None:
+        """Flush and close the files (idempotent)."""
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+    def __enter__(self) -> "MetricsWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    """Cut bytes after the last newline (a record cut short by a killed process)."""
+    if not path.exists():
+        return
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        # Scan back for the last newline in blocks.
+        pos, block = size, 65536
+        cut = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                cut = start + i + 1
+                break
+            pos = start
+        _log.warning("dropping a partial last line (%d bytes) from %s", size - cut, path)
+        f.truncate(cut)
+
+
+def _decode_value(v: Any) -> Any:
+    if isinstance(v, str) and v in _NONFINITE:
+        return _NONFINITE[v]
+    return v
+
+
+def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """All records of ``run_dir/metrics.jsonl`` (or a ``.jsonl`` file path), in order.
+
+    Non-finite strings are turned back into floats. A truncated last line (a
+    killed writer) is skipped; a bad line elsewhere raises ``ValueError`` with
+    its line number. A missing file gives ``[]``.
+    """
+    path = Path(run_dir)
+    if path.is_dir() or path.suffix != ".jsonl":
+        path = path / METRICS_FILE
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    records = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            is_last = all(not rest.strip() for rest in lines[n:])
+            if is_last:
+                break
+            raise ValueError(f"{path}:{n}: bad metrics line: {e}") from e
+        records.append({k: _decode_value(v) for k, v in obj.items()})
+    return records
+
+
+def setup_logging(run_dir: str | os.PathLike, level: str | int = "INFO") -> logging.Logger:
+    """The ``moozi`` logger, writing to ``run_dir/train.log`` (appending).
+
+    Calling it again for the same file adds nothing (only the level changes);
+    calling it for another run directory moves the file handler there. The
+    logger still propagates to the root logger, so console handlers configured
+    elsewhere keep working.
+    """
+    if isinstance(level, str):
+        resolved = logging.getLevelName(level.upper())
+        if not isinstance(resolved, int):
+            raise ValueError(
+                f"level = {level!r} is invalid: allowed DEBUG, INFO, WARNING, ERROR, CRITICAL"
+            )
+        level = resolved
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = (run_dir / LOG_FILE).resolve()
+    logger = logging.getLogger("moozi")
+    logger.setLevel(level)
+    mine = [h for h in logger.handlers if getattr(h, "_moozi_run_log", False)]
+    for h in mine:
+        if Path(h.baseFilename) == path:
+            h.setLevel(level)
+            continue
+        logger.removeHandler(h)
+        h.close()
+    if not any(getattr(h, "_moozi_run_log", False) for h in logger.handlers):
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
+        handler.setLevel(level)
+        handler._moozi_run_log = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    return logger

@@ -1,0 +1,1 @@
+"""Named configurations (YAML) per game; `moozi presets` lists them."""

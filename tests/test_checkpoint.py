@@ -1,0 +1,346 @@
+"""Checkpoints: round trips, atomic layout, pruning, corruption fallback."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moozi.checkpoint import (
+    CheckpointError,
+    CorruptCheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    load_latest,
+    save_checkpoint,
+)
+from moozi.config import LearnerConfig, ModelConfig
+from moozi.model.networks import build_model
+from moozi.update import TrainState, init_train_state
+
+
+@pytest.fixture(scope="module")
+def train_state() -> TrainState:
+    model = build_model(
+        ModelConfig(kind="mlp", mlp_hidden=(8,), mlp_embedding=4, head_hidden=4, support_size=2),
+        (1, 1, 3),
+        3,
+    )
+    ts = init_train_state(model, LearnerConfig(), jax.random.key(0))
+    # Make the optimiser state non-trivial so a mix-up would show.
+    return ts.replace(step=jnp.asarray(7, jnp.int32))
+
+
+def _state(train_state, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "train_state": train_state,
+        "rng": jax.random.key(42),
+        "rng_batch": jax.random.split(jax.random.key(1), 3),
+        "legacy_rng": jax.random.PRNGKey(5),
+        "replay": {
+            "frames": rng.standard_normal((64, 1, 1, 3)).astype(np.float32),
+            "actions": rng.integers(0, 4, 64).astype(np.int32),
+            "done": rng.integers(0, 2, 64).astype(bool),
+            "ids": np.arange(5, dtype=np.uint64),
+            "small": np.arange(4, dtype=np.int8),
+            "half": np.ones(3, np.float16),
+            "empty": np.zeros((0, 3), np.float32),
+            "count": 64,
+            "beta": 0.4,
+        },
+        "counters": {"env_steps": 12345, "episodes": 9, "done": False, "game": "tictactoe"},
+    }
+
+
+def _assert_tree_equal(a, b):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb
+    for x, y in zip(la, lb):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_round_trip_with_template(tmp_path, train_state):
+    state = _state(train_state)
+    meta = {"config": {"model": {"kind": "mlp", "mlp_hidden": [8]}}, "counters": {"updates": 7},
+            "np_scalar": np.float32(0.5)}
+    path = save_checkpoint(tmp_path / "ckpt", 7, state, meta)
+    assert path.name == "step_000000007"
+    assert sorted(p.name for p in path.iterdir()) == ["metadata.json", "state.msgpack"]
+
+    restored, got_meta = load_checkpoint(path, template=state)
+    assert got_meta == {"config": {"model": {"kind": "mlp", "mlp_hidden": [8]}},
+                        "counters": {"updates": 7}, "np_scalar": 0.5}
+    ts = restored["train_state"]
+    assert isinstance(ts, TrainState)
+    assert type(ts.opt_state) is type(train_state.opt_state)
+    assert type(ts.opt_state[1][0]) is type(train_state.opt_state[1][0])  # ScaleByAdamState
+    assert isinstance(ts.params["params"]["repr_net"]["Dense_0"]["kernel"], jax.Array)
+    _assert_tree_equal(ts, train_state)
+    # PRNG keys come back as typed keys with the same data and impl.
+    for name in ("rng", "rng_batch"):
+        assert jax.dtypes.issubdtype(restored[name].dtype, jax.dtypes.prng_key)
+        np.testing.assert_array_equal(jax.random.key_data(restored[name]), jax.random.key_data(state[name]))
+    assert restored["rng_batch"].shape == (3,)
+    np.testing.assert_array_equal(
+        jax.random.uniform(restored["rng"], (2,)), jax.random.uniform(state["rng"], (2,))
+    )
+    assert restored["legacy_rng"].dtype == jnp.uint32
+    for k, v in state["replay"].items():
+        r = restored["replay"][k]
+        if isinstance(v, np.ndarray):
+            assert isinstance(r, np.ndarray) and r.dtype == v.dtype and r.shape == v.shape
+            assert r.flags.writeable
+            np.testing.assert_array_equal(r, v)
+        else:
+            assert r == v and type(r) is type(v)
+    assert restored["counters"] == state["counters"]
+    # The restored TrainState can be used by jitted code.
+    total = jax.jit(lambda t: sum(jnp.sum(x) for x in jax.tree_util.tree_leaves(t.params)))(ts)
+    assert np.isfinite(float(total))
+
+
+def test_round_trip_without_template_gives_plain_data(tmp_path, train_state):
+    state = _state(train_state)
+    save_checkpoint(tmp_path, 3, state, {})
+    restored, meta, path = load_latest(tmp_path)
+    assert meta == {} and path.name == "step_000000003"
+    ts = restored["train_state"]
+    assert set(ts) == {"params", "target_params", "opt_state", "step"}
+    assert isinstance(ts["step"], np.ndarray) and int(ts["step"]) == 7
+    assert set(ts["opt_state"]["1"]["0"]) == {"count", "mu", "nu"}
+    assert jax.dtypes.issubdtype(restored["rng"].dtype, jax.dtypes.prng_key)
+    # A sub-tree can be rebuilt later with its own template.
+    from flax import serialization
+
+    again = serialization.from_state_dict(train_state, ts)
+    _assert_tree_equal(again, train_state)
+
+
+def test_partial_template_none_keeps_saved_data(tmp_path, train_state):
+    state = _state(train_state)
+    save_checkpoint(tmp_path, 1, state, {})
+    restored, _, _ = load_latest(tmp_path, template={"train_state": train_state, "replay": None})
+    assert set(restored) == {"train_state", "replay"}
+    assert isinstance(restored["train_state"], TrainState)
+    np.testing.assert_array_equal(restored["replay"]["frames"], state["replay"]["frames"])
+
+
+def test_template_mismatch_is_a_clear_error_not_a_fallback(tmp_path, train_state):
+    save_checkpoint(tmp_path, 1, {"w": np.zeros((2, 3), np.float32)}, {})
+    save_checkpoint(tmp_path, 2, {"w": np.zeros((2, 3), np.float32)}, {})
+    with pytest.raises(CheckpointError, match=r"step_000000002.*\['w'\].*\(4,\)"):
+        load_latest(tmp_path, template={"w": jnp.zeros((4,), jnp.float32)})
+    with pytest.raises(CheckpointError, match="does not match the template"):
+        load_latest(tmp_path, template={"w": jnp.zeros((2, 3)), "missing": jnp.zeros(())})
+
+
+def test_large_array_round_trip(tmp_path):
+    big = np.arange(6_000_000, dtype=np.float32).reshape(1000, 6000)  # 24 MB
+    save_checkpoint(tmp_path, 1, {"replay": {"frames": big}}, {})
+    restored, _, _ = load_latest(tmp_path)
+    np.testing.assert_array_equal(restored["replay"]["frames"], big)
+
+
+def test_keep_n_pruning(tmp_path):
+    for step in (10, 20, 30, 40, 50):
+        save_checkpoint(tmp_path, step, {"x": np.asarray(step)}, {"step": step}, keep=3)
+    assert [c.step for c in list_checkpoints(tmp_path)] == [30, 40, 50]
+    save_checkpoint(tmp_path, 60, {"x": np.asarray(60)}, {}, keep=1)
+    assert [c.step for c in list_checkpoints(tmp_path)] == [60]
+
+
+def test_just_saved_checkpoint_is_never_pruned(tmp_path):
+    save_checkpoint(tmp_path, 100, {"x": 1}, {})
+    # Resumed from an earlier point and saved a lower step: the new one stays.
+    path = save_checkpoint(tmp_path, 50, {"x": 2}, {}, keep=1)
+    assert [c.path for c in list_checkpoints(tmp_path)] == [path]
+
+
+def test_resaving_same_step_replaces_it(tmp_path):
+    save_checkpoint(tmp_path, 5, {"x": 1}, {"v": 1})
+    save_checkpoint(tmp_path, 5, {"x": 2}, {"v": 2})
+    state, meta, _ = load_latest(tmp_path)
+    assert state == {"x": 2} and meta == {"v": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["step_000000005"]
+
+
+def test_metadata_records_checksum_and_versions(tmp_path):
+    path = save_checkpoint(tmp_path, 1, {"x": np.ones(3)}, {"a": 1})
+    record = json.loads((path / "metadata.json").read_text())
+    assert record["format"] == "moozi-checkpoint" and record["step"] == 1
+    assert len(record["data_sha256"]) == 64
+    assert record["data_bytes"] == (path / "state.msgpack").stat().st_size
+    assert {"jax", "flax", "numpy", "python", "moozi"} <= set(record["versions"])
+    assert record["metadata"] == {"a": 1}
+
+
+def _corrupt_flip(path):
+    data = bytearray((path / "state.msgpack").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (path / "state.msgpack").write_bytes(bytes(data))
+
+
+def _corrupt_truncate(path):
+    data = (path / "state.msgpack").read_bytes()
+    (path / "state.msgpack").write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_no_meta(path):
+    (path / "metadata.json").unlink()
+
+
+def _corrupt_bad_meta(path):
+    (path / "metadata.json").write_text("{not json")
+
+
+@pytest.mark.parametrize(
+    "corrupt, reason",
+    [
+        (_corrupt_flip, "checksum mismatch"),
+        (_corrupt_truncate, "truncated"),
+        (_corrupt_no_meta, "metadata.json is missing"),
+        (_corrupt_bad_meta, "metadata.json is unreadable"),
+    ],
+)
+def test_corrupt_newest_falls_back_with_warning(tmp_path, caplog, corrupt, reason):
+    save_checkpoint(tmp_path, 1, {"x": np.asarray([1.0])}, {"n": 1})
+    newest = save_checkpoint(tmp_path, 2, {"x": np.asarray([2.0])}, {"n": 2})
+    corrupt(newest)
+    with caplog.at_level(logging.WARNING, logger="moozi.checkpoint"):
+        state, meta, path = load_latest(tmp_path)
+    assert meta == {"n": 1} and path.name == "step_000000001"
+    np.testing.assert_array_equal(state["x"], [1.0])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(newest) in w and reason in w for w in warnings), warnings
+    with pytest.raises(CorruptCheckpointError, match=reason):
+        load_checkpoint(newest)
+
+
+def test_undecodable_data_with_matching_checksum_is_rejected(tmp_path):
+    import hashlib
+
+    path = save_checkpoint(tmp_path, 1, {"x": 1}, {})
+    junk = b"\xc1\xc1\xc1 not msgpack"
+    (path / "state.msgpack").write_bytes(junk)
+    record = json.loads((path / "metadata.json").read_text())
+    record.update(data_bytes=len(junk), data_sha256=hashlib.sha256(junk).hexdigest())
+    (path / "metadata.json").write_text(json.dumps(record))
+    with pytest.raises(CheckpointError, match="could not be decoded"):
+        load_latest(tmp_path)
+
+
+def test_all_corrupt_lists_every_reason(tmp_path):
+    a = save_checkpoint(tmp_path, 1, {"x": np.zeros(4)}, {})
+    b = save_checkpoint(tmp_path, 2, {"x": np.zeros(4)}, {})
+    _corrupt_flip(a)
+    _corrupt_no_meta(b)
+    with pytest.raises(CheckpointError) as info:
+        load_latest(tmp_path)
+    msg = str(info.value)
+    assert "no usable checkpoint" in msg and "found 2" in msg
+    assert "step_000000001: " in msg and "checksum mismatch" in msg
+    assert "step_000000002: " in msg and "metadata.json is missing" in msg
+
+
+def test_missing_or_empty_directory(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint exists at .*does not exist"):
+        load_latest(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="no checkpoint exists at"):
+        load_latest(tmp_path)
+    assert list_checkpoints(tmp_path / "nope") == []
+
+
+def test_leftover_temp_dir_is_ignored_then_cleaned(tmp_path):
+    good = save_checkpoint(tmp_path, 1, {"x": 1}, {"n": 1})
+    # Simulate a crash mid-save of step 2: a half-written temporary folder.
+    crashed = tmp_path / ".tmp-step_000000002-deadbeef0000"
+    crashed.mkdir()
+    (crashed / "state.msgpack").write_bytes(b"\x00\x01partial")
+    assert [c.step for c in list_checkpoints(tmp_path)] == [1]
+    state, meta, path = load_latest(tmp_path)
+    assert path == good and state == {"x": 1}
+    save_checkpoint(tmp_path, 3, {"x": 3}, {})
+    assert not crashed.exists()
+    assert [c.step for c in list_checkpoints(tmp_path)] == [1, 3]
+
+
+def test_displaced_checkpoint_is_restored_after_crash(tmp_path):
+    # A crash between moving the old step_5 aside and moving the new one in.
+    path = save_checkpoint(tmp_path, 5, {"x": 5}, {})
+    path.rename(tmp_path / ".replaced-step_000000005-0123456789ab")
+    save_checkpoint(tmp_path, 6, {"x": 6}, {})
+    assert [c.step for c in list_checkpoints(tmp_path)] == [5, 6]
+    assert load_checkpoint(tmp_path / "step_000000005")[0] == {"x": 5}
+
+
+def test_only_unfinished_save_is_not_a_checkpoint(tmp_path):
+    (tmp_path / ".tmp-step_000000001-abc").mkdir()
+    with pytest.raises(CheckpointError, match="only unfinished saves"):
+        load_latest(tmp_path)
+
+
+def test_bad_arguments_write_nothing(tmp_path):
+    class Code:
+        pass
+
+    with pytest.raises(CheckpointError, match=r"state\['f'\].*data only"):
+        save_checkpoint(tmp_path, 1, {"f": Code()}, {})
+    with pytest.raises(CheckpointError, match="dtype"):
+        save_checkpoint(tmp_path, 1, {"s": np.array(["a", "b"])}, {})
+    with pytest.raises(CheckpointError, match="JSON"):
+        save_checkpoint(tmp_path, 1, {"x": 1}, {"bad": object()})
+    with pytest.raises(CheckpointError, match="keep"):
+        save_checkpoint(tmp_path, 1, {"x": 1}, {}, keep=0)
+    with pytest.raises(CheckpointError, match="step"):
+        save_checkpoint(tmp_path, -1, {"x": 1}, {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_checkpoint_on_parent_folder_points_to_load_latest(tmp_path):
+    save_checkpoint(tmp_path, 1, {"x": 1}, {})
+    with pytest.raises(CheckpointError, match="load_latest"):
+        load_checkpoint(tmp_path)
+    # load_latest also accepts a single checkpoint folder.
+    state, _, path = load_latest(tmp_path / "step_000000001")
+    assert state == {"x": 1} and path.name == "step_000000001"
+
+
+def test_replay_buffer_state_round_trip(tmp_path):
+    from moozi.config import TargetConfig
+    from moozi.replay import ReplayBuffer, ReplayConfig
+    from moozi.types import Trajectory
+
+    def traj(n, seed):
+        rng = np.random.default_rng(seed)
+        return Trajectory(
+            frames=rng.normal(size=(n, 2, 2, 1)).astype(np.float32),
+            actions=np.r_[rng.integers(1, 3, n - 1), 0].astype(np.int32),
+            rewards=np.r_[0.0, rng.normal(size=n - 1)].astype(np.float32),
+            root_values=rng.normal(size=n).astype(np.float32),
+            root_policies=rng.dirichlet(np.ones(3), n).astype(np.float32),
+            to_play=np.zeros(n, np.int32),
+            first=np.int32(0),
+            last=np.int32(n - 1),
+            is_terminal=np.bool_(True),
+        )
+
+    tcfg = TargetConfig(history_length=2, unroll_steps=2, td_steps=3, discount=0.9)
+    cfg = ReplayConfig(capacity=30, sampling="proportional")
+    buf = ReplayBuffer(cfg, tcfg)
+    for seed in range(4):
+        buf.add(traj(6, seed))
+    save_checkpoint(tmp_path, 1, {"replay": buf.state_dict()}, {})
+    state, _, _ = load_latest(tmp_path)
+    restored = ReplayBuffer(cfg, tcfg)
+    restored.load_state_dict(state["replay"])
+    b1, i1 = buf.sample(8, np.random.default_rng(0))
+    b2, i2 = restored.sample(8, np.random.default_rng(0))
+    np.testing.assert_array_equal(i1, i2)
+    _assert_tree_equal(b1, b2)
+    restored.add(traj(5, 9))  # restored arrays are writable

@@ -1,0 +1,126 @@
+"""Run-directory outputs: metrics.jsonl, TensorBoard events, train.log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from moozi.observe import MetricsWriter, read_metrics, setup_logging
+
+
+def test_jsonl_lines_and_value_conversion(tmp_path):
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        w.write({"loss/policy": np.float32(0.5), "train/step": jnp.asarray(3, jnp.int32),
+                 "test/return_mean": jnp.asarray(1.25), "flag/ok": True, "plain": 2}, step=3)
+        w.write({"loss/value": float("nan"), "loss/reward": np.inf, "x/neg": -math.inf}, step=4)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    first = json.loads(lines[0])
+    assert first["step"] == 3 and isinstance(first["wall_time"], float)
+    assert first["loss/policy"] == 0.5 and first["test/return_mean"] == 1.25
+    assert first["train/step"] == 3 and isinstance(first["train/step"], int)
+    assert first["flag/ok"] == 1 and first["plain"] == 2
+    # Strict JSON: non-finite values are strings, which read_metrics turns back into floats.
+    second = json.loads(lines[1], parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert second["loss/value"] == "NaN" and second["loss/reward"] == "Infinity"
+    recs = read_metrics(tmp_path)
+    assert [r["step"] for r in recs] == [3, 4]
+    assert math.isnan(recs[1]["loss/value"]) and recs[1]["loss/reward"] == math.inf
+    assert recs[1]["x/neg"] == -math.inf
+
+
+def test_rejects_non_scalars_and_reserved_keys(tmp_path):
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        with pytest.raises(ValueError, match="'loss/vec'.*shape"):
+            w.write({"loss/vec": np.ones(3)}, step=0)
+        with pytest.raises(ValueError, match="reserved"):
+            w.write({"step": 1}, step=0)
+        with pytest.raises(ValueError, match="'name'"):
+            w.write({"name": "abc"}, step=0)
+    assert read_metrics(tmp_path) == []
+    with pytest.raises(ValueError, match="closed"):
+        w.write({"a": 1}, step=0)
+
+
+def test_tensorboard_event_files(tmp_path):
+    with MetricsWriter(tmp_path) as w:
+        assert w.tensorboard
+        w.write({"loss/policy": 0.5, "test/return_mean": 2.0}, step=1)
+        w.write_histogram("replay/priorities", np.random.default_rng(0).random(100), step=1)
+    events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    assert events and all(e.stat().st_size > 0 for e in events)
+    # The scalar tags are in the event file.
+    data = b"".join(e.read_bytes() for e in events)
+    assert b"loss/policy" in data and b"test/return_mean" in data
+
+
+def test_append_after_reopen(tmp_path):
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        w.write({"a": 1}, step=1)
+        w.write({"a": 2}, step=2)
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        w.write({"a": 3}, step=3)
+    assert [r["a"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+
+def test_truncated_last_line_tolerated_and_repaired(tmp_path, caplog):
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        w.write({"a": 1}, step=1)
+        w.write({"a": 2}, step=2)
+    path = tmp_path / "metrics.jsonl"
+    with open(path, "a") as f:
+        f.write('{"step": 3, "wall_ti')  # killed mid-write
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+    assert [r["step"] for r in read_metrics(path)] == [1, 2]
+    # Resuming drops the fragment so the file stays valid JSON lines.
+    with caplog.at_level(logging.WARNING, logger="moozi.observe"):
+        with MetricsWriter(tmp_path, tensorboard=False) as w:
+            w.write({"a": 3}, step=3)
+    assert any("partial last line" in r.getMessage() for r in caplog.records)
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
+
+
+def test_bad_middle_line_is_an_error(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\ngarbage\n{"step": 2}\n')
+    with pytest.raises(ValueError, match=":2:"):
+        read_metrics(tmp_path)
+    assert read_metrics(tmp_path / "elsewhere") == []
+
+
+def test_setup_logging_writes_file_without_duplicates(tmp_path):
+    logger = logging.getLogger("moozi")
+    before, before_level = list(logger.handlers), logger.level
+    try:
+        log = setup_logging(tmp_path / "run1")
+        setup_logging(tmp_path / "run1")
+        assert log is logger
+        assert len(logger.handlers) == len(before) + 1
+        logging.getLogger("moozi.driver").info("hello from the driver")
+        logging.getLogger("moozi.driver").debug("hidden at INFO")
+        for h in logger.handlers:
+            h.flush()
+        text = (tmp_path / "run1" / "train.log").read_text()
+        assert text.count("hello from the driver") == 1
+        assert "INFO moozi.driver" in text and "hidden" not in text
+        # A new run directory moves the handler there.
+        setup_logging(tmp_path / "run2", level="DEBUG")
+        assert len(logger.handlers) == len(before) + 1
+        logging.getLogger("moozi").debug("now debug")
+        for h in logger.handlers:
+            h.flush()
+        assert "now debug" in (tmp_path / "run2" / "train.log").read_text()
+        assert "now debug" not in (tmp_path / "run1" / "train.log").read_text()
+        with pytest.raises(ValueError, match="level"):
+            setup_logging(tmp_path / "run2", level="LOUD")
+    finally:
+        for h in list(logger.handlers):
+            if h not in before:
+                logger.removeHandler(h)
+                h.close()
+        logger.setLevel(before_level)
