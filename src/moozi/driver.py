@@ -32,7 +32,7 @@ import yaml
 
 from moozi import acting
 from moozi.checkpoint import CheckpointError, load_latest, save_checkpoint
-from moozi.config import Config, config_from_dict, to_plain
+from moozi.config import Config, ConfigError, config_from_dict, to_plain
 from moozi.envs import make_env
 from moozi.learner import Learner
 from moozi.model.history import stacked_channels
@@ -77,13 +77,14 @@ class Trainer:
     def __init__(self, config: Config, run_dir: Path | str, resume: bool = False, progress: Callable | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.progress = progress
+        # Build the game and model first: a bad name or shape fails before anything is written.
+        self.env, self.model = build_parts(config)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
         if not resume:
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_plain(config), sort_keys=False))
         d = config.driver
-        self.env, self.model = build_parts(config)
         spec = self.env.spec
         root = jax.random.key(d.seed)
         k_learner, k_actor, k_test, k_replay = jax.random.split(root, 4)
@@ -203,9 +204,9 @@ class Trainer:
             batch, indices = self.replay.sample(d.batch_size, self.replay_rng)
             metrics, priorities = self.learner.update(batch)
             self.replay.update_priorities(indices, priorities)
+            self.counters["updates"] += 1
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0.0) + v
-        self.counters["updates"] += todo
         out = {k: v / todo for k, v in sums.items()} if todo else {}
         if trained_steps > 0:
             out["train/samples_per_env_step"] = self.counters["updates"] * d.batch_size / trained_steps
@@ -240,8 +241,13 @@ class Trainer:
         last_report = (start, self.counters["env_steps"], self.counters["updates"])
         deadline = None if minutes is None else start + 60.0 * minutes
         log.info("training %s for %s minutes", self.config.env.name, minutes)
+        self._stop_requested = False
+        restore_handlers = self._install_stop_handlers()
         try:
             while True:
+                if self._stop_requested:
+                    log.info("stop requested: finishing with a checkpoint")
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 if d.max_env_steps is not None and self.counters["env_steps"] >= d.max_env_steps:
@@ -273,10 +279,38 @@ class Trainer:
                     self.save()
                     last_ckpt = time.monotonic()
         finally:
+            restore_handlers()
             self.counters["wall_s"] = wall0 + (time.monotonic() - start)
             self.save()
             self.metrics.close()
         return dict(self.counters)
+
+    def _install_stop_handlers(self) -> Callable[[], None]:
+        """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.
+
+        Stopping only between epochs means no update is cut in half (its input
+        state is donated), so the final checkpoint is always consistent.
+        """
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def request_stop(signum, frame):
+            if self._stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+
+        for sig in previous:
+            signal.signal(sig, request_stop)
+
+        def restore():
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
 
 
 def load_run_config(run_dir: Path | str) -> Config:
@@ -307,7 +341,10 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
 
     config = load_run_config(run_dir)
     env, model = build_parts(config)
-    opp = make_opponent(opponent, config.env.name)
+    try:
+        opp = make_opponent(opponent, config.env.name)
+    except ValueError as err:
+        raise ConfigError(f"--opponent {opponent}: {err}") from err
     params, meta = load_params(run_dir, model)
     num_envs = min(games, 128)
     if env.spec.two_player and num_envs % 2:

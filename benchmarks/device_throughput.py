@@ -1,0 +1,154 @@
+"""Device-path throughput: acting with search, its network-evaluation bound, and the learner.
+
+Prints, for Breakout-MinAtar with the thesis residual network (32 channels,
+6 blocks) at batch B and S simulations:
+
+* acting: environment steps per second of the jitted ``lax.scan`` rollout
+  (environment step + history stacking + search + action selection);
+* bound: steps per second if a step cost only its (S + 1) network evaluations
+  (one initial inference and S recurrent inferences on the batch), no search;
+* their ratio (the share of acting time that is network evaluation);
+* learner: samples per second of the jitted update at batch 256, K = 5.
+
+Usage: ``python benchmarks/device_throughput.py [--batch 256] [--simulations 25]
+[--planner puct|gumbel] [--steps 16] [--repeats 3] [--json]``. Numbers vary with
+machine load; compare ratios measured in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from moozi import acting
+from moozi.config import LearnerConfig, ModelConfig, PlannerConfig
+from moozi.envs import make_env
+from moozi.model.history import stacked_channels
+from moozi.model.networks import build_model
+from moozi.types import Batch, Targets
+from moozi.update import init_train_state, make_update_fn
+
+
+def _time(fn, repeats: int) -> float:
+    """Median seconds of ``fn()`` (which must block) over ``repeats`` calls after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="gymnax:Breakout-MinAtar")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--simulations", type=int, default=25)
+    p.add_argument("--planner", choices=["puct", "gumbel"], default="puct")
+    p.add_argument("--steps", type=int, default=16, help="acting steps per timed rollout call")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--learner-batch", type=int, default=256)
+    p.add_argument("--unroll", type=int, default=5)
+    p.add_argument("--history", type=int, default=4)
+    p.add_argument("--json", action="store_true", help="print one JSON line only")
+    args = p.parse_args()
+
+    env = make_env(args.env)
+    spec = env.spec
+    num_actions = spec.num_actions + 1
+    h, w, c = spec.observation_shape
+    obs_shape = (h, w, stacked_channels(c, num_actions, args.history))
+    model = build_model(ModelConfig(kind="resnet", channels=32, repr_blocks=6, dyn_blocks=6), obs_shape, num_actions)
+    params = model.init(jax.random.key(0))
+    planner = PlannerConfig(kind=args.planner, num_simulations=args.simulations,
+                            max_num_considered_actions=num_actions)
+    B, S, T = args.batch, args.simulations, args.steps
+
+    # Acting: the real rollout.
+    rollout = acting.make_rollout(env, model, planner, 0.997, T)
+    carry = acting.init_actor(env, B, args.history, jax.random.key(1))
+
+    def act():
+        nonlocal carry
+        carry, samples = rollout(params, carry, jnp.float32(1.0))
+        jax.block_until_ready(samples.action)
+
+    act_s = _time(act, args.repeats)
+    acting_steps_per_s = T * B / act_s
+
+    # Bound: (S + 1) network evaluations per step, nothing else.
+    obs = jax.random.normal(jax.random.key(2), (B, *obs_shape))
+
+    @jax.jit
+    def evaluations(params, obs):
+        def one_step(_, acc):
+            out = model.initial_inference(params, obs)
+
+            def rec(i, carry_):
+                hidden, total = carry_
+                o = model.recurrent_inference(params, hidden, jnp.full((B,), 1 + i % (num_actions - 1), jnp.int32))
+                return o.hidden, total + o.value.sum()
+
+            _, total = jax.lax.fori_loop(0, S, rec, (out.hidden, out.value.sum()))
+            return acc + total
+
+        return jax.lax.fori_loop(0, T, one_step, jnp.float32(0.0))
+
+    eval_s = _time(lambda: evaluations(params, obs).block_until_ready(), args.repeats)
+    bound_steps_per_s = T * B / eval_s
+
+    # Learner: update step at the learner batch size.
+    LB, K = args.learner_batch, args.unroll
+    rng = np.random.default_rng(0)
+    targets = Targets(
+        observation=rng.random((LB, *obs_shape), np.float32),
+        next_observation=rng.random((LB, *obs_shape), np.float32),
+        actions=rng.integers(0, num_actions, (LB, K)).astype(np.int32),
+        policy=rng.dirichlet(np.ones(num_actions), (LB, K + 1)).astype(np.float32),
+        value=rng.uniform(-5, 5, (LB, K + 1)).astype(np.float32),
+        value_mask=np.ones((LB, K + 1), np.float32),
+        reward=rng.uniform(0, 1, (LB, K + 1)).astype(np.float32),
+        consistency_mask=np.ones((LB,), np.float32),
+        priority=np.zeros((LB,), np.float32),
+    )
+    batch = jax.device_put(Batch(targets, np.ones((LB,), np.float32)))
+    learner_cfg = LearnerConfig()
+    state = init_train_state(model, learner_cfg, jax.random.key(3))
+    update = make_update_fn(model, learner_cfg)
+
+    def learn():
+        nonlocal state
+        state, metrics, _ = update(state, batch)
+        jax.block_until_ready(metrics["loss/total"])
+
+    learn_s = _time(learn, args.repeats)
+    result = {
+        "env": args.env,
+        "device": str(jax.devices()[0]),
+        "batch": B,
+        "simulations": S,
+        "planner": args.planner,
+        "acting_env_steps_per_s": round(acting_steps_per_s, 1),
+        "network_bound_env_steps_per_s": round(bound_steps_per_s, 1),
+        "acting_over_bound": round(acting_steps_per_s / bound_steps_per_s, 3),
+        "learner_batch": LB,
+        "unroll_steps": K,
+        "learner_samples_per_s": round(LB / learn_s, 1),
+        "learner_updates_per_s": round(1 / learn_s, 2),
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    width = max(map(len, result))
+    for k, v in result.items():
+        print(f"{k:<{width}}  {v}")
+
+
+if __name__ == "__main__":
+    main()

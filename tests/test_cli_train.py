@@ -1,0 +1,63 @@
+"""CLI forms of train / eval and their errors (tiny runs)."""
+
+import json
+
+import pytest
+
+from moozi.cli import main
+from tests.test_train_smoke import TINY
+
+
+@pytest.fixture(scope="module")
+def ttt_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "ttt"
+    assert main(["train", "--preset", "tictactoe", "--run-dir", str(run), *TINY]) == 0
+    return run
+
+
+def test_eval_against_random_and_perfect(ttt_run, capsys):
+    capsys.readouterr()
+    for opponent in ("random", "perfect"):
+        assert main(["eval", str(ttt_run), "--opponent", opponent, "--games", "6"]) == 0
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert result["wins"] + result["draws"] + result["losses"] == 6
+        assert result["games_as_first_seat"] == 3  # half the games in each seat
+        assert result["opponent"] == opponent
+
+
+def test_resume_continues_counters(ttt_run, capsys):
+    capsys.readouterr()
+    assert main(["train", "--resume", str(ttt_run), "--minutes", "0.05"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["env_steps"] >= 64
+
+
+def test_train_refuses_to_overwrite_a_run(ttt_run, capsys):
+    assert main(["train", "--preset", "tictactoe", "--run-dir", str(ttt_run)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--preset", "nope"], "unknown preset 'nope': available presets are asterix, breakout"),
+        (["train", "--preset", "cartpole", "driver.batchsize=3"], "unknown key driver.batchsize"),
+        (["train", "--preset", "cartpole", "planner.kind=beam"], "planner.kind = 'beam' is invalid"),
+        (["train", "--preset", "cartpole", "env.name=gymnax:Pong"], "unknown environment"),
+        (["train", "--resume", "/nonexistent/run"], "not a moozi run directory"),
+        (["train"], "give --preset NAME"),
+    ],
+)
+def test_bad_input_fails_before_work_with_a_clear_message(argv, message, capsys, tmp_path):
+    if argv[:2] == ["train", "--preset"] and len(argv) > 2:
+        argv = argv[:3] + ["--run-dir", str(tmp_path / "r")] + argv[3:]
+    assert main(argv) == 2
+    assert message.lower() in capsys.readouterr().err.lower()
+
+
+def test_perfect_opponent_only_for_tictactoe(tmp_path, capsys):
+    run = tmp_path / "cp"
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(run), "--opponent", "perfect", "--games", "2"]) == 2
+    assert "only available for tic-tac-toe" in capsys.readouterr().err

@@ -1,0 +1,52 @@
+"""Smoke tests: every preset trains for a few updates with tiny settings, through the CLI."""
+
+import json
+
+import pytest
+
+from moozi.cli import _preset_names, main
+from moozi.observe.metrics import read_metrics
+
+TINY = [
+    "env.num_envs=4",
+    "env.kwargs.max_episode_steps=12",  # every game finishes episodes quickly
+    "driver.steps_per_epoch=4",
+    "driver.batch_size=8",
+    "driver.samples_per_env_step=2",  # several updates even for presets with a low ratio
+    "driver.min_replay_steps=1",
+    "driver.test_every=2",
+    "driver.test_episodes=2",
+    "driver.test_envs=2",
+    "driver.test_steps_per_segment=13",
+    "driver.max_env_steps=64",
+    "planner.num_simulations=2",
+    "test_planner.num_simulations=2",
+    "model.channels=4",
+    "model.repr_blocks=1",
+    "model.dyn_blocks=1",
+    "model.head_hidden=8",
+    "model.mlp_hidden=[8]",
+    "model.mlp_embedding=8",
+    "replay.capacity=2000",
+]
+
+PRESETS = ["asterix", "breakout", "cartpole", "connect4", "freeway", "space_invaders", "tictactoe"]
+
+
+def test_every_preset_is_covered():
+    assert sorted(_preset_names()) == PRESETS
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_trains_a_few_updates(preset, tmp_path, capsys):
+    run = tmp_path / preset
+    assert main(["train", "--preset", preset, "--run-dir", str(run), "--seed", "1", *TINY]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["env_steps"] == 64 and summary["updates"] > 0
+    rows = read_metrics(run)
+    assert rows and all({"env_steps", "updates", "wall_s"} <= row.keys() for row in rows)
+    assert any("test/return_mean" in row for row in rows)
+    assert any("loss/total" in row for row in rows)
+    assert (run / "config.yaml").exists() and (run / "train.log").exists()
+    assert list((run / "checkpoints").iterdir())
+    assert list((run / "tb").iterdir())
