@@ -213,14 +213,23 @@ def random_opponent(rng, env_state, timestep) -> jax.Array:
 class MatchCarry:
     """Actor carry plus the match bookkeeping (``[B]``).
 
-    agent_seat: which player the agent is (always 0 in single-player games).
+    agent_seat: the agent's place in the move order: 0 moves first, 1 second
+      (always 0 in single-player games). Games that pick the first player id
+      at random (pgx) still give the agent the seat it was assigned.
+    first_player: the player id that moved first in the current episode.
     episode_return: running return from the agent's point of view.
     """
 
     actor: ActorCarry
     agent_seat: jax.Array
+    first_player: jax.Array
     episode_return: jax.Array
     episode_length: jax.Array
+
+    @property
+    def agent_player(self) -> jax.Array:
+        """``[B]`` the player id the agent plays in the current episode."""
+        return jnp.where(self.agent_seat == 0, self.first_player, 1 - self.first_player)
 
 
 @struct.dataclass
@@ -234,11 +243,11 @@ class MatchSample:
 
 
 def init_match(env: DeviceEnv, num_envs: int, history_length: int, rng) -> MatchCarry:
-    """Start ``num_envs`` games; in two-player games the agent takes seat ``b % 2``."""
+    """Start ``num_envs`` games; in two-player games environment ``b`` starts with the agent in seat ``b % 2``."""
     actor = init_actor(env, num_envs, history_length, rng)
     seats = jnp.arange(num_envs, dtype=jnp.int32) % 2 if env.spec.two_player else jnp.zeros((num_envs,), jnp.int32)
     zeros = jnp.zeros((num_envs,), jnp.float32)
-    return MatchCarry(actor, seats, zeros, jnp.zeros((num_envs,), jnp.int32))
+    return MatchCarry(actor, seats, actor.timestep.to_play.astype(jnp.int32), zeros, jnp.zeros((num_envs,), jnp.int32))
 
 
 def make_match_rollout(
@@ -264,14 +273,15 @@ def make_match_rollout(
         obs = history_observation(a.history, model.num_actions)
         out = plan(model, params, search_key, obs, ts.legal_actions, planner,
                    discount=discount, two_player=env.spec.two_player, temperature=0.0)
-        agent_turn = ts.to_play == c.agent_seat
+        agent_player = c.agent_player
+        agent_turn = ts.to_play == agent_player
         opp_action = opponent(opp_key, a.env_state, ts) + 1
         action = jnp.where(agent_turn | (not env.spec.two_player), out.action, opp_action)
         action = jnp.where(ts.is_last, DUMMY_ACTION, action).astype(jnp.int32)
         state, nts = step_batch(env, a.env_state, jnp.maximum(action - 1, 0))
         history = history_push(a.history, nts.observation, action, nts.is_first)
         # Reward on arriving at the next step belongs to the player who moved now.
-        mover_is_agent = (ts.to_play == c.agent_seat) | (not env.spec.two_player)
+        mover_is_agent = agent_turn | (not env.spec.two_player)
         gained = jnp.where(nts.is_first, 0.0, jnp.where(mover_is_agent, nts.reward, -nts.reward))
         ret = c.episode_return + gained
         length = c.episode_length + jnp.where(nts.is_first, 0, 1)
@@ -282,6 +292,7 @@ def make_match_rollout(
         new = MatchCarry(
             ActorCarry(state, nts, history, rng),
             seat,
+            jnp.where(nts.is_first, nts.to_play, c.first_player).astype(jnp.int32),
             jnp.where(nts.is_first, 0.0, ret),
             jnp.where(nts.is_first, 0, length),
         )

@@ -303,6 +303,8 @@ class DriverConfig:
     test_steps_per_segment: acting steps per test rollout call.
     checkpoint_every_minutes: wall-clock minutes between checkpoints.
     keep_checkpoints: how many checkpoints to keep.
+    log_every_epochs: epochs per metrics row (values averaged over them); an
+      epoch that ran a test always ends a row.
     temperature: ``[[env_steps, temperature], ...]`` piecewise-constant acting
       temperature (thesis: 1.0, then lower as training goes on).
     max_env_steps: stop after this many environment steps (None: no limit).
@@ -320,6 +322,7 @@ class DriverConfig:
     test_steps_per_segment: int = 100
     checkpoint_every_minutes: float = 5.0
     keep_checkpoints: int = 3
+    log_every_epochs: int = 10
     temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
     max_env_steps: int | None = None
     seed: int = 0
@@ -327,7 +330,7 @@ class DriverConfig:
     def __post_init__(self):
         o = "driver"
         for name in ("steps_per_epoch", "batch_size", "sync_every", "test_episodes", "test_envs",
-                     "test_steps_per_segment", "keep_checkpoints"):
+                     "test_steps_per_segment", "keep_checkpoints", "log_every_epochs"):
             _positive_int(o, name, getattr(self, name))
         _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
         _nonneg_int(o, "test_every", self.test_every)

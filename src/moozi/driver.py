@@ -239,6 +239,7 @@ class Trainer:
         wall0 = self.counters["wall_s"]
         last_ckpt = start
         last_report = (start, self.counters["env_steps"], self.counters["updates"])
+        pending: list[dict] = []
         deadline = None if minutes is None else start + 60.0 * minutes
         log.info("training %s for %s minutes", self.config.env.name, minutes)
         self._stop_requested = False
@@ -262,28 +263,43 @@ class Trainer:
                     row.update(self.test())
                 now = time.monotonic()
                 self.counters["wall_s"] = wall0 + (now - start)
-                t0, s0, u0 = last_report
-                dt = max(now - t0, 1e-9)
-                row["perf/env_steps_per_s"] = (self.counters["env_steps"] - s0) / dt
-                row["perf/updates_per_s"] = (self.counters["updates"] - u0) / dt
-                last_report = (now, self.counters["env_steps"], self.counters["updates"])
-                if self.counters["epochs"] % 10 == 0:
-                    row.update(self.replay.stats())
-                row.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
-                            "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
-                            "wall_s": self.counters["wall_s"], "params_version": self.actor_version})
-                self.metrics.write(row, step=self.counters["env_steps"])
-                if self.progress:
-                    self.progress(dict(self.counters), row, self.last_test)
+                pending.append(row)
+                tested = "test/return_mean" in row
+                if tested or self.counters["epochs"] % d.log_every_epochs == 0:
+                    last_report = self._write_row(pending, last_report)
+                    pending = []
                 if now - last_ckpt >= 60.0 * d.checkpoint_every_minutes:
                     self.save()
                     last_ckpt = time.monotonic()
         finally:
             restore_handlers()
             self.counters["wall_s"] = wall0 + (time.monotonic() - start)
+            if pending:
+                self._write_row(pending, last_report)
             self.save()
             self.metrics.close()
         return dict(self.counters)
+
+    def _write_row(self, rows: list[dict], since: tuple) -> tuple:
+        """One metrics row: each metric averaged over the epochs that reported it, counters,
+        and throughput over the row's interval. Returns the new interval start."""
+        out: dict[str, float] = {}
+        for key in {k for r in rows for k in r}:
+            values = [r[key] for r in rows if key in r]
+            out[key] = float(np.mean(values))
+        now = time.monotonic()
+        t0, s0, u0 = since
+        dt = max(now - t0, 1e-9)
+        out["perf/env_steps_per_s"] = (self.counters["env_steps"] - s0) / dt
+        out["perf/updates_per_s"] = (self.counters["updates"] - u0) / dt
+        out.update(self.replay.stats())
+        out.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
+                    "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
+                    "wall_s": self.counters["wall_s"], "params_version": self.actor_version})
+        self.metrics.write(out, step=self.counters["env_steps"])
+        if self.progress:
+            self.progress(dict(self.counters), out, self.last_test)
+        return (now, self.counters["env_steps"], self.counters["updates"])
 
     def _install_stop_handlers(self) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.
