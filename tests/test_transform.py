@@ -75,3 +75,15 @@ def test_logits_to_scalar():
 def test_logits_with_even_bins_are_rejected():
     with pytest.raises(ValueError, match="odd number of bins"):
         logits_to_scalar(jnp.zeros(60))
+
+
+def test_identity_transform_golden():
+    from moozi.model.transform import scalar_to_target
+
+    # bins -1, 0, 1: 0.5 -> half on 0, half on 1; -1 -> all on -1; 3 clips to 1
+    np.testing.assert_allclose(scalar_to_target(jnp.array([0.5, -1.0, 3.0]), 1, "identity"),
+                               [[0, 0.5, 0.5], [1, 0, 0], [0, 0, 1]], atol=1e-7)
+    logits = jnp.log(jnp.array([0.25, 0.25, 0.5]))
+    assert float(logits_to_scalar(logits, "identity")) == pytest.approx(0.25, abs=1e-6)
+    # phi squashes a win (+1) to 0.415 of a bin; identity keeps it a whole bin
+    assert float(scalar_to_target(jnp.array(1.0), 1, "phi")[2]) == pytest.approx(np.sqrt(2) - 1 + 1e-3, abs=1e-6)

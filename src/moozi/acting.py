@@ -99,14 +99,25 @@ def act_step(
     model: Model,
     planner: PlannerConfig,
     discount: float,
+    explore_moves: int | None = None,
 ) -> tuple[ActorCarry, StepSample]:
-    """Search at the current step of every environment, act, and step the environments."""
+    """Search at the current step of every environment, act, and step the environments.
+
+    ``temperature`` (PUCT) and the Gumbel noise apply to the first
+    ``explore_moves`` moves of each episode; later moves are greedy
+    (AlphaZero's opening exploration). ``None`` explores on every move.
+    """
     rng, search_key = jax.random.split(carry.rng)
     ts = carry.timestep
     obs = history_observation(carry.history, model.num_actions)
+    if explore_moves is None:
+        explore = jnp.ones(ts.is_first.shape, jnp.float32)
+    else:
+        explore = (carry.env_state.episode_step < explore_moves).astype(jnp.float32)
     out = plan(
         model, params, search_key, obs, ts.legal_actions, planner,
-        discount=discount, two_player=env.spec.two_player, temperature=temperature,
+        discount=discount, two_player=env.spec.two_player,
+        temperature=temperature * explore, gumbel_scale=planner.gumbel_scale * explore,
     )
     action = jnp.where(ts.is_last, DUMMY_ACTION, out.action)
     truncated_last = ts.is_last & ~ts.is_terminal
@@ -130,9 +141,11 @@ def act_step(
     return ActorCarry(state, next_ts, history, rng), sample
 
 
-def make_rollout(env: DeviceEnv, model: Model, planner: PlannerConfig, discount: float, num_steps: int):
+def make_rollout(env: DeviceEnv, model: Model, planner: PlannerConfig, discount: float, num_steps: int,
+                 explore_moves: int | None = None):
     """Jitted ``(params, carry, temperature) -> (carry, StepSample [T, B])`` over ``num_steps`` steps."""
-    step = functools.partial(act_step, env=env, model=model, planner=planner, discount=discount)
+    step = functools.partial(act_step, env=env, model=model, planner=planner, discount=discount,
+                             explore_moves=explore_moves)
 
     def rollout(params, carry, temperature):
         def body(c, _):

@@ -60,6 +60,8 @@ class ModelConfig:
     head_hidden: width of the dense layer in each head (thesis 128).
     mlp_hidden: widths of MLP trunks; ``mlp_embedding``: MLP hidden-state size.
     support_size: categorical support is the integers ``[-S, S]`` (thesis 30).
+    value_transform: ``"phi"`` (thesis: two-hot of phi(x)) or ``"identity"``
+      (two-hot of x itself; for board games with outcomes in [-1, 1], S = 1).
     normalize_hidden: min-max scale hidden states to [0, 1] (MuZero).
     """
 
@@ -73,11 +75,13 @@ class ModelConfig:
     mlp_hidden: tuple[int, ...] = (128, 128)
     mlp_embedding: int = 64
     support_size: int = 30
+    value_transform: Literal["phi", "identity"] = "phi"
     normalize_hidden: bool = True
 
     def __post_init__(self):
         o = "model"
         _choice(o, "kind", self.kind, ("resnet", "mlp"))
+        _choice(o, "value_transform", self.value_transform, ("phi", "identity"))
         for name in ("channels", "head_hidden", "mlp_embedding", "support_size"):
             _positive_int(o, name, getattr(self, name))
         for name in ("repr_blocks", "dyn_blocks", "pred_blocks", "proj_blocks"):
@@ -307,6 +311,9 @@ class DriverConfig:
       epoch that ran a test always ends a row.
     temperature: ``[[env_steps, temperature], ...]`` piecewise-constant acting
       temperature (thesis: 1.0, then lower as training goes on).
+    explore_moves: acting explores (temperature, Gumbel noise) only on the first
+      this-many moves of each episode and is greedy after (AlphaZero's opening
+      exploration); None explores on every move.
     max_env_steps: stop after this many environment steps (None: no limit).
     seed: root of every random stream.
     """
@@ -324,6 +331,7 @@ class DriverConfig:
     keep_checkpoints: int = 3
     log_every_epochs: int = 10
     temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
+    explore_moves: int | None = None
     max_env_steps: int | None = None
     seed: int = 0
 
@@ -348,6 +356,8 @@ class DriverConfig:
             _fail(o, "temperature", sched, "a list of [env_steps, temperature] pairs starting at 0, steps increasing")
         if self.max_env_steps is not None:
             _positive_int(o, "max_env_steps", self.max_env_steps)
+        if self.explore_moves is not None:
+            _nonneg_int(o, "explore_moves", self.explore_moves)
 
     def temperature_at(self, env_steps: int) -> float:
         """Acting temperature after ``env_steps`` environment steps."""

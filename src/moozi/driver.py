@@ -96,7 +96,9 @@ class Trainer:
         L = config.targets.history_length
         self.actor_carry = acting.init_actor(self.env, config.env.num_envs, L, k_actor)
         self.assembler = acting.TrajectoryAssembler(config.env.num_envs)
-        self.rollout = acting.make_rollout(self.env, self.model, config.planner, config.targets.discount, d.steps_per_epoch)
+        self.rollout = acting.make_rollout(
+            self.env, self.model, config.planner, config.targets.discount, d.steps_per_epoch, d.explore_moves
+        )
         self.test_carry = acting.init_match(self.env, d.test_envs, L, k_test)
         self.test_rollout = acting.make_match_rollout(
             self.env, self.model, config.test_planner, config.targets.discount, d.test_steps_per_segment

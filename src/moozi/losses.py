@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from moozi.config import LearnerConfig
 from moozi.model.networks import Model
-from moozi.model.transform import scalar_to_probs
+from moozi.model.transform import scalar_to_target
 from moozi.types import Batch
 
 
@@ -96,8 +96,9 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     support = model.config.support_size
     k_steps = t.actions.shape[1]
 
-    value_probs = scalar_to_probs(t.value, support)  # [B, K+1, N]
-    reward_probs = scalar_to_probs(t.reward, support)
+    transform = model.config.value_transform
+    value_probs = scalar_to_target(t.value, support, transform)  # [B, K+1, N]
+    reward_probs = scalar_to_target(t.reward, support, transform)
 
     out = model.initial_inference(params, t.observation)
     policy_logits = [out.policy_logits]

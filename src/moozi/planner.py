@@ -95,6 +95,12 @@ def _entropy(p):
     return -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0), axis=-1)
 
 
+def _per_element(x):
+    """Scalar stays scalar; ``[B]`` becomes ``[B, 1]`` to broadcast over actions."""
+    x = jnp.asarray(x, jnp.float32)
+    return x[:, None] if x.ndim == 1 else x
+
+
 def search(
     params,
     rng,
@@ -106,6 +112,7 @@ def search(
     discount: float,
     two_player: bool,
     temperature=None,
+    gumbel_scale=None,
 ) -> SearchOutput:
     """Run one batched search.
 
@@ -118,8 +125,10 @@ def search(
       config: planner settings.
       discount: gamma; two-player searches use ``-gamma`` between plies.
       two_player: alternate points of view between plies (zero-sum games).
-      temperature: PUCT action temperature (scalar, may be traced), overriding
-        ``config.temperature``; 0 picks the most visited action.
+      temperature: PUCT action temperature, a scalar or ``[B]`` (may be traced),
+        overriding ``config.temperature``; 0 picks the most visited action.
+      gumbel_scale: Gumbel root-noise scale, a scalar or ``[B]``, overriding
+        ``config.gumbel_scale``; 0 makes the choice deterministic.
 
     Returns:
       :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
@@ -152,6 +161,9 @@ def search(
     )
     if config.kind == "puct":
         temp = config.temperature if temperature is None else temperature
+        temp = jnp.asarray(temp, jnp.float32)
+        if temp.ndim == 1:  # per batch element: broadcast over the actions
+            temp = temp[:, None]
         out = mctx.muzero_policy(
             params,
             rng,
@@ -176,7 +188,7 @@ def search(
             invalid_actions=invalid,
             max_depth=config.max_depth,
             max_num_considered_actions=config.max_num_considered_actions,
-            gumbel_scale=config.gumbel_scale,
+            gumbel_scale=_per_element(config.gumbel_scale if gumbel_scale is None else gumbel_scale),
         )
     summary = out.search_tree.summary()
     policy = jnp.where(invalid, 0.0, out.action_weights)
@@ -193,7 +205,8 @@ def search(
     )
 
 
-def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player, temperature=None) -> SearchOutput:
+def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player,
+         temperature=None, gumbel_scale=None) -> SearchOutput:
     """Search with the learned model from stacked observations ``[B, ...]``."""
     root = learned_root(model, params, observation)
     return search(
@@ -206,4 +219,5 @@ def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, 
         discount=discount,
         two_player=two_player,
         temperature=temperature,
+        gumbel_scale=gumbel_scale,
     )

@@ -239,8 +239,8 @@ class Model:
             value_logits=value_logits,
             reward_logits=reward_logits,
             policy_logits=policy_logits,
-            value=logits_to_scalar(value_logits),
-            reward=logits_to_scalar(reward_logits),
+            value=logits_to_scalar(value_logits, self.config.value_transform),
+            reward=logits_to_scalar(reward_logits, self.config.value_transform),
         )
 
     def represent(self, params, observation):

@@ -64,9 +64,27 @@ def probs_to_scalar(probs, support_size: int):
     return phi_inverse(jnp.sum(probs * support(support_size), axis=-1))
 
 
-def logits_to_scalar(logits):
-    """Softmax logits ``[..., 2S + 1]`` -> expected value -> phi^-1 -> scalar ``[...]``."""
+def logits_to_scalar(logits, transform: str = "phi"):
+    """Softmax logits ``[..., 2S + 1]`` -> expected value -> phi^-1 (or identity) -> scalar ``[...]``."""
     n = logits.shape[-1]
     if n % 2 != 1:
         raise ValueError(f"categorical logits need an odd number of bins (2S + 1), got {n}")
-    return probs_to_scalar(jax.nn.softmax(logits, axis=-1), (n - 1) // 2)
+    probs = jax.nn.softmax(logits, axis=-1)
+    size = (n - 1) // 2
+    if transform == "identity":
+        return jnp.sum(probs * support(size), axis=-1)
+    return probs_to_scalar(probs, size)
+
+
+TRANSFORMS = ("phi", "identity")
+
+
+def scalar_to_target(x, support_size: int, transform: str = "phi"):
+    """Categorical target ``[..., 2S + 1]`` of scalar ``x``: two-hot of phi(x) (``"phi"``) or of x (``"identity"``).
+
+    ``identity`` suits values already in a small range (board-game outcomes in
+    [-1, 1] with S = 1), where phi would squash a win and a draw into one bin.
+    """
+    if transform == "identity":
+        return two_hot(x, support_size)
+    return scalar_to_probs(x, support_size)
