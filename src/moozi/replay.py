@@ -216,6 +216,16 @@ _DTYPE_LADDER = (np.uint8, np.float16, np.float32)
 # --------------------------------------------------------------------------- buffer
 
 
+
+def _per_index(name: str, values, live: np.ndarray, dtype) -> np.ndarray:
+    """One finite value per index id, flattened, or a clear :class:`ReplayError`."""
+    arr = np.asarray(values, dtype=dtype).reshape(-1)
+    if arr.shape != live.shape:
+        raise ReplayError(f"{name} has {arr.size} entries but indices has {live.size}: they must match")
+    if not np.all(np.isfinite(arr)):
+        raise ReplayError(f"{name} contain NaN or infinite values")
+    return arr
+
 class ReplayBuffer:
     """Bounded replay over whole episodes with uniform / proportional / rank sampling.
 
@@ -682,13 +692,7 @@ class ReplayBuffer:
           the number of ids applied.
         """
         live, slots = self._live(indices)
-        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        if prio.shape != live.shape:
-            raise ReplayError(
-                f"priorities has {prio.size} entries but indices has {live.size}: they must match"
-            )
-        if not np.all(np.isfinite(prio)):
-            raise ReplayError("priorities contain NaN or infinite values")
+        prio = _per_index("priorities", priorities, live, np.float64)
         ok = live.copy()
         ok[live] = self._sampleable[slots[live]]
         slots, prio = slots[ok], np.abs(prio[ok]) + self.config.epsilon
@@ -759,13 +763,7 @@ class ReplayBuffer:
           the number of ids applied.
         """
         live, slots = self._live(indices)
-        values = np.asarray(root_values, dtype=np.float32).reshape(-1)
-        if values.shape != live.shape:
-            raise ReplayError(
-                f"root_values has {values.size} entries but indices has {live.size}: they must match"
-            )
-        if not np.all(np.isfinite(values)):
-            raise ReplayError("root_values contain NaN or infinite values")
+        values = _per_index("root_values", root_values, live, np.float32)
         if root_policies is not None:
             pol = np.asarray(root_policies, dtype=np.float32)
             if pol.shape != (live.size, self._num_actions):
