@@ -100,7 +100,11 @@ def test_setup_logging_writes_file_without_duplicates(tmp_path):
         log = setup_logging(tmp_path / "run1")
         setup_logging(tmp_path / "run1")
         assert log is logger
-        assert len(logger.handlers) == len(before) + 1
+        # Exactly one run-log handler, on this run (an earlier run's is moved, not kept).
+        run_logs = [h for h in logger.handlers if getattr(h, "_moozi_run_log", False)]
+        assert len(run_logs) == 1 and run_logs[0].baseFilename.endswith("run1/train.log")
+        others = [h for h in before if not getattr(h, "_moozi_run_log", False)]
+        assert len(logger.handlers) == len(others) + 1
         logging.getLogger("moozi.driver").info("hello from the driver")
         logging.getLogger("moozi.driver").debug("hidden at INFO")
         for h in logger.handlers:
@@ -110,7 +114,11 @@ def test_setup_logging_writes_file_without_duplicates(tmp_path):
         assert "INFO moozi.driver" in text and "hidden" not in text
         # A new run directory moves the handler there.
         setup_logging(tmp_path / "run2", level="DEBUG")
-        assert len(logger.handlers) == len(before) + 1
+        # Exactly one run-log handler, on this run (an earlier run's is moved, not kept).
+        run_logs = [h for h in logger.handlers if getattr(h, "_moozi_run_log", False)]
+        assert len(run_logs) == 1 and run_logs[0].baseFilename.endswith("run2/train.log")
+        others = [h for h in before if not getattr(h, "_moozi_run_log", False)]
+        assert len(logger.handlers) == len(others) + 1
         logging.getLogger("moozi").debug("now debug")
         for h in logger.handlers:
             h.flush()
