@@ -16,6 +16,7 @@ terminal last step's value is never read.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable
 
@@ -202,6 +203,25 @@ class TrajectoryAssembler:
             last=np.int32(length - 1),
             is_terminal=np.bool_(cat["is_terminal"][-1]),
         )
+
+    def state_dict(self) -> list[dict]:
+        """Per environment, the steps of its unfinished episode as plain arrays (for checkpoints)."""
+        fields = [f.name for f in dataclasses.fields(StepSample)]
+        return [
+            {f: np.concatenate([np.asarray(getattr(p, f)) for p in pend]) if pend else np.zeros((0,)) for f in fields}
+            for pend in self._pending
+        ]
+
+    def load_state_dict(self, state) -> None:
+        """Restore :meth:`state_dict` output (a list, or a dict keyed '0', '1', ... as loaded without a template)."""
+        if isinstance(state, dict):
+            state = [state[k] for k in sorted(state, key=int)]
+        if len(state) != self.num_envs:
+            raise ValueError(f"assembler state has {len(state)} environments, this actor {self.num_envs}")
+        self._pending = [
+            [StepSample(**{k: np.asarray(v) for k, v in piece.items()})] if np.asarray(piece["action"]).shape[0] else []
+            for piece in state
+        ]
 
     def pending_steps(self) -> int:
         """Steps held for episodes not finished yet."""

@@ -266,7 +266,6 @@ __all__ = [
     "to_dict",
     "config_from_dict",
     "apply_overrides",
-    "to_plain",
 ]
 
 
@@ -449,7 +448,3 @@ def apply_overrides(data: Mapping[str, Any], overrides: list[str]) -> dict:
         node[keys[-1]] = value
     return out
 
-
-def to_plain(config: Any) -> Any:
-    """Plain data (dicts, lists, scalars) of any config, for YAML and checkpoints."""
-    return to_dict(config)

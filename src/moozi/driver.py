@@ -17,7 +17,6 @@ Every component is a plain object; this is the only place that wires them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -32,7 +31,7 @@ import yaml
 
 from moozi import acting
 from moozi.checkpoint import CheckpointError, load_latest, save_checkpoint
-from moozi.config import Config, ConfigError, config_from_dict, to_plain
+from moozi.config import Config, ConfigError, config_from_dict, to_dict
 from moozi.envs import make_env
 from moozi.learner import Learner
 from moozi.model.history import stacked_channels
@@ -43,13 +42,6 @@ from moozi.replay import ReplayBuffer
 log = logging.getLogger("moozi")
 
 COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps")
-
-
-def _as_list(x):
-    """Lists saved without a template come back as dicts keyed '0', '1', ...; undo that."""
-    if isinstance(x, dict):
-        return [x[k] for k in sorted(x, key=int)]
-    return list(x)
 
 
 def build_parts(config: Config):
@@ -83,7 +75,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
         if not resume:
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_plain(config), sort_keys=False))
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
         d = config.driver
         spec = self.env.spec
         root = jax.random.key(d.seed)
@@ -114,11 +106,6 @@ class Trainer:
     # --- checkpoints -------------------------------------------------------------------
 
     def _checkpoint_state(self) -> dict:
-        pending = [
-            {f.name: np.concatenate([getattr(p, f.name) for p in pieces]) if pieces else np.zeros((0,))
-             for f in dataclasses.fields(acting.StepSample)}
-            for pieces in self.assembler._pending
-        ]
         return {
             "learner": self.learner.state_dict(),
             "replay": self.replay.state_dict(),
@@ -126,7 +113,7 @@ class Trainer:
             "actor_carry": self.actor_carry,
             "actor_params": self.actor_params,
             "test_carry": self.test_carry,
-            "pending": pending,
+            "pending": self.assembler.state_dict(),
         }
 
     def save(self) -> Path:
@@ -135,7 +122,7 @@ class Trainer:
             "counters": dict(self.counters),
             "actor_version": self.actor_version,
             "last_test": self.last_test,
-            "config": to_plain(self.config),
+            "config": to_dict(self.config),
         }
         state = self._checkpoint_state()
         state["replay_rng"] = json.dumps(state["replay_rng"])
@@ -158,10 +145,7 @@ class Trainer:
         self.actor_carry = state["actor_carry"]
         self.actor_params = state["actor_params"]
         self.test_carry = state["test_carry"]
-        self.assembler = acting.TrajectoryAssembler(self.config.env.num_envs)
-        for b, piece in enumerate(_as_list(state["pending"])):
-            if np.asarray(piece["action"]).shape[0] > 0:
-                self.assembler._pending[b] = [acting.StepSample(**{k: np.asarray(v) for k, v in piece.items()})]
+        self.assembler.load_state_dict(state["pending"])
         self.counters.update({k: meta["counters"][k] for k in COUNTERS})
         self.actor_version = int(meta["actor_version"])
         self.last_test = dict(meta.get("last_test") or {})

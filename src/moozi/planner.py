@@ -159,34 +159,19 @@ def search(
         value=root.value.astype(jnp.float32),
         embedding=root.embedding,
     )
+    common = dict(num_simulations=config.num_simulations, invalid_actions=invalid, max_depth=config.max_depth)
     if config.kind == "puct":
-        temp = config.temperature if temperature is None else temperature
-        temp = jnp.asarray(temp, jnp.float32)
-        if temp.ndim == 1:  # per batch element: broadcast over the actions
-            temp = temp[:, None]
         out = mctx.muzero_policy(
-            params,
-            rng,
-            mroot,
-            recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=invalid,
-            max_depth=config.max_depth,
+            params, rng, mroot, recurrent_fn, **common,
             dirichlet_fraction=config.dirichlet_fraction,
             dirichlet_alpha=config.dirichlet_alpha,
             pb_c_init=config.pb_c_init,
             pb_c_base=config.pb_c_base,
-            temperature=temp,
+            temperature=_per_element(config.temperature if temperature is None else temperature),
         )
     else:
         out = mctx.gumbel_muzero_policy(
-            params,
-            rng,
-            mroot,
-            recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=invalid,
-            max_depth=config.max_depth,
+            params, rng, mroot, recurrent_fn, **common,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=_per_element(config.gumbel_scale if gumbel_scale is None else gumbel_scale),
         )
