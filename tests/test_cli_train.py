@@ -8,10 +8,11 @@ from moozi.cli import main
 from tests.test_train_smoke import TINY
 
 
-@pytest.fixture(scope="module")
-def ttt_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("runs") / "ttt"
-    assert main(["train", "--preset", "tictactoe", "--run-dir", str(run), *TINY]) == 0
+@pytest.fixture(scope="module", params=["tictactoe", "openspiel-tictactoe"])
+def ttt_run(request, tmp_path_factory):
+    """A tiny tic-tac-toe run on the device path (pgx) and on the host path (OpenSpiel)."""
+    run = tmp_path_factory.mktemp("runs") / request.param
+    assert main(["train", "--preset", request.param, "--run-dir", str(run), *TINY]) == 0
     return run
 
 
@@ -45,7 +46,7 @@ def test_train_refuses_to_overwrite_a_run(ttt_run, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train", "--preset", "nope"], "unknown preset 'nope': available presets are asterix, breakout"),
+        (["train", "--preset", "nope"], "unknown preset 'nope': available presets are asterix, atari-pong, breakout"),
         (["train", "--preset", "cartpole", "driver.batchsize=3"], "unknown key driver.batchsize"),
         (["train", "--preset", "cartpole", "planner.kind=beam"], "planner.kind = 'beam' is invalid"),
         (["train", "--preset", "cartpole", "env.name=gymnax:Pong"], "unknown environment"),

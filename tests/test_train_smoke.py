@@ -30,7 +30,10 @@ TINY = [
     "replay.capacity=2000",
 ]
 
-PRESETS = ["asterix", "breakout", "cartpole", "connect4", "freeway", "space_invaders", "tictactoe"]
+PRESETS = [
+    "asterix", "atari-pong", "breakout", "cartpole", "connect4", "freeway", "minatar-breakout",
+    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "tictactoe",
+]
 
 
 def test_every_preset_is_covered():

@@ -91,6 +91,18 @@ def init_actor(env: DeviceEnv, num_envs: int, history_length: int, rng) -> Actor
     return ActorCarry(env_state=state, timestep=ts, history=history, rng=rng)
 
 
+def random_opening(key, legal_actions, episode_step, random_moves: int, action):
+    """``action`` (augmented ``[B]``), replaced by a uniformly random legal move on the
+    first ``random_moves`` moves of an episode. ``random_moves`` is static; 0 is a no-op.
+    The key is derived from the search key, so both acting paths draw the same moves."""
+    if not random_moves:
+        return action
+    logits = jnp.where(legal_actions, 0.0, -jnp.inf)
+    logits = jnp.where(jnp.any(legal_actions, axis=-1, keepdims=True), logits, 0.0)
+    rand = jax.random.categorical(jax.random.fold_in(key, 1), logits).astype(jnp.int32) + 1
+    return jnp.where(episode_step < random_moves, rand, action).astype(jnp.int32)
+
+
 def act_step(
     carry: ActorCarry,
     params,
@@ -101,12 +113,14 @@ def act_step(
     planner: PlannerConfig,
     discount: float,
     explore_moves: int | None = None,
+    random_moves: int = 0,
 ) -> tuple[ActorCarry, StepSample]:
     """Search at the current step of every environment, act, and step the environments.
 
     ``temperature`` (PUCT) and the Gumbel noise apply to the first
     ``explore_moves`` moves of each episode; later moves are greedy
     (AlphaZero's opening exploration). ``None`` explores on every move.
+    The first ``random_moves`` moves are uniformly random legal moves.
     """
     rng, search_key = jax.random.split(carry.rng)
     ts = carry.timestep
@@ -120,7 +134,8 @@ def act_step(
         discount=discount, two_player=env.spec.two_player,
         temperature=temperature * explore, gumbel_scale=planner.gumbel_scale * explore,
     )
-    action = jnp.where(ts.is_last, DUMMY_ACTION, out.action)
+    action = random_opening(search_key, ts.legal_actions, carry.env_state.episode_step, random_moves, out.action)
+    action = jnp.where(ts.is_last, DUMMY_ACTION, action)
     truncated_last = ts.is_last & ~ts.is_terminal
     root_value = jnp.where(truncated_last, out.prior_value, out.root_value)
     state, next_ts = step_batch(env, carry.env_state, jnp.maximum(action - 1, 0))
@@ -143,10 +158,10 @@ def act_step(
 
 
 def make_rollout(env: DeviceEnv, model: Model, planner: PlannerConfig, discount: float, num_steps: int,
-                 explore_moves: int | None = None):
+                 explore_moves: int | None = None, random_moves: int = 0):
     """Jitted ``(params, carry, temperature) -> (carry, StepSample [T, B])`` over ``num_steps`` steps."""
     step = functools.partial(act_step, env=env, model=model, planner=planner, discount=discount,
-                             explore_moves=explore_moves)
+                             explore_moves=explore_moves, random_moves=random_moves)
 
     def rollout(params, carry, temperature):
         def body(c, _):

@@ -59,17 +59,45 @@ def _preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in files("moozi.presets").iterdir() if p.name.endswith(".yaml"))
 
 
+def _is_preset_path(name: str) -> bool:
+    """``--preset`` names a YAML file (not a packaged preset) when it ends with .yaml/.yml or has a path separator."""
+    import os
+
+    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return name.lower().endswith((".yaml", ".yml")) or any(s in name for s in seps)
+
+
 def load_preset(name: str) -> dict:
-    """Plain data of preset ``name``; an unknown name lists the available ones."""
+    """Plain data of preset ``name``: a packaged preset name, or a path to a YAML file
+    (any value ending with .yaml/.yml or containing a path separator).
+
+    Raises ConfigError naming the path when the file is missing, and listing the
+    packaged presets when ``name`` is not one of them.
+    """
     from importlib.resources import files
+    from pathlib import Path
 
     import yaml
 
     from moozi.config import ConfigError
 
+    if _is_preset_path(name):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"preset file {str(path)!r} does not exist (resolved: {path.resolve()})")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise ConfigError(f"preset file {str(path)!r} is not valid YAML: {err}") from err
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"preset file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
+        return data or {}
     names = _preset_names()
     if name not in names:
-        raise ConfigError(f"unknown preset {name!r}: available presets are " + ", ".join(names))
+        raise ConfigError(
+            f"unknown preset {name!r}: available presets are " + ", ".join(names)
+            + "; or give a path to a .yaml file (e.g. --preset ./my_game.yaml)"
+        )
     return yaml.safe_load(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}
 
 
@@ -133,15 +161,18 @@ def _train(args: argparse.Namespace) -> int:
         if args.seed is not None:
             overrides.append(f"driver.seed={args.seed}")
         config = config_from_dict(apply_overrides(data, overrides))
-        run_dir = Path(args.run_dir or f"runs/{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
             print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir} or another --run-dir", file=sys.stderr)
             return 2
         resume = False
     progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes)
     trainer = Trainer(config, run_dir, resume=resume, progress=progress)
-    with progress:
-        counters = trainer.run(minutes=args.minutes)
+    try:
+        with progress:
+            counters = trainer.run(minutes=args.minutes)
+    finally:
+        trainer.close()
     summary = {"run_dir": str(run_dir), **counters, **trainer.last_test}
     print(json.dumps(summary))
     return 0
@@ -175,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
-    train.add_argument("--preset", help="preset name (see `moozi presets`)")
+    train.add_argument("--preset", help="preset name (see `moozi presets`) or path to a preset YAML file")
     train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
     train.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
     train.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")

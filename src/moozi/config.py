@@ -276,11 +276,17 @@ class EnvConfig:
     name: registered environment name (``moozi.envs.list_envs()``), e.g. ``gymnax:CartPole-v1``.
     kwargs: keyword arguments for the bridge (e.g. ``max_episode_steps``).
     num_envs: environments acting in lock-step (the acting batch B).
+    num_workers: host games only: processes the environments are spread over
+      (0 steps them in the training process; use a few for slow games such as Atari).
+    modules: Python modules imported before the game is built (the user's own
+      games register themselves on import; see docs/custom-game.md).
     """
 
     name: str = "gymnax:CartPole-v1"
     kwargs: dict = dataclasses.field(default_factory=dict)
     num_envs: int = 16
+    num_workers: int = 0
+    modules: tuple = ()
 
     def __post_init__(self):
         o = "env"
@@ -289,6 +295,15 @@ class EnvConfig:
         if not isinstance(self.kwargs, dict):
             _fail(o, "kwargs", self.kwargs, "a mapping of bridge arguments")
         _positive_int(o, "num_envs", self.num_envs)
+        if not isinstance(self.num_workers, int) or isinstance(self.num_workers, bool) or self.num_workers < 0:
+            _fail(o, "num_workers", self.num_workers, "an integer >= 0")
+        if isinstance(self.modules, str):
+            object.__setattr__(self, "modules", (self.modules,))
+        if not isinstance(self.modules, (list, tuple)) or not all(
+            isinstance(m, str) and m and all(part.isidentifier() for part in m.split(".")) for m in self.modules
+        ):
+            _fail(o, "modules", self.modules, "a list of importable module names, e.g. [my_game]")
+        object.__setattr__(self, "modules", tuple(self.modules))
 
 
 @dataclass(frozen=True)
@@ -313,6 +328,10 @@ class DriverConfig:
     explore_moves: acting explores (temperature, Gumbel noise) only on the first
       this-many moves of each episode and is greedy after (AlphaZero's opening
       exploration); None explores on every move.
+    random_moves: the first this-many moves of every training episode are
+      uniformly random legal moves (the search still runs and its policy is
+      the target): self-play then meets every opening, including the ones
+      its own policy would never play (board games).
     max_env_steps: stop after this many environment steps (None: no limit).
     seed: root of every random stream.
     """
@@ -331,6 +350,7 @@ class DriverConfig:
     log_every_epochs: int = 10
     temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
     explore_moves: int | None = None
+    random_moves: int = 0
     max_env_steps: int | None = None
     seed: int = 0
 
@@ -341,6 +361,7 @@ class DriverConfig:
             _positive_int(o, name, getattr(self, name))
         _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
         _nonneg_int(o, "test_every", self.test_every)
+        _nonneg_int(o, "random_moves", self.random_moves)
         _nonneg_int(o, "seed", self.seed)
         _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
         _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)

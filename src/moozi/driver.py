@@ -33,6 +33,7 @@ from moozi import acting
 from moozi.checkpoint import CheckpointError, load_latest, save_checkpoint
 from moozi.config import Config, ConfigError, config_from_dict, to_dict
 from moozi.envs import make_env
+from moozi.envs.pool import episode_seed, import_modules, make_pool
 from moozi.learner import Learner
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
@@ -46,6 +47,7 @@ COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_s
 
 def build_parts(config: Config):
     """Environment, model and shapes for a config (no state)."""
+    import_modules(config.env.modules)
     env = make_env(config.env.name, **config.env.kwargs)
     spec = env.spec
     num_actions = spec.num_actions + 1
@@ -86,15 +88,20 @@ class Trainer:
         )
         self.replay_rng = np.random.default_rng(np.asarray(jax.random.key_data(k_replay)).astype(np.uint32))
         L = config.targets.history_length
-        self.actor_carry = acting.init_actor(self.env, config.env.num_envs, L, k_actor)
+        self.host = spec.path == "host"
         self.assembler = acting.TrajectoryAssembler(config.env.num_envs)
-        self.rollout = acting.make_rollout(
-            self.env, self.model, config.planner, config.targets.discount, d.steps_per_epoch, d.explore_moves
-        )
-        self.test_carry = acting.init_match(self.env, d.test_envs, L, k_test)
-        self.test_rollout = acting.make_match_rollout(
-            self.env, self.model, config.test_planner, config.targets.discount, d.test_steps_per_segment
-        )
+        if self.host:
+            self._build_host_actors(k_actor, k_test)
+        else:
+            self.actor_carry = acting.init_actor(self.env, config.env.num_envs, L, k_actor)
+            self.rollout = acting.make_rollout(
+                self.env, self.model, config.planner, config.targets.discount, d.steps_per_epoch, d.explore_moves,
+                d.random_moves,
+            )
+            self.test_carry = acting.init_match(self.env, d.test_envs, L, k_test)
+            self.test_rollout = acting.make_match_rollout(
+                self.env, self.model, config.test_planner, config.targets.discount, d.test_steps_per_segment
+            )
         self.counters = {k: 0 for k in COUNTERS}
         self.counters["wall_s"] = 0.0
         self.last_test: dict[str, float] = {}
@@ -103,18 +110,42 @@ class Trainer:
             self._restore()
         self.metrics = MetricsWriter(self.run_dir)
 
+    def _build_host_actors(self, k_actor, k_test) -> None:
+        """Host games: a pool of Python environments for acting and one for testing."""
+        from moozi.host_acting import HostActor, HostMatch
+
+        c, d = self.config, self.config.driver
+        self.env.close()  # only its spec was needed; the pools build their own copies
+        pool = make_pool(c.env.name, c.env.num_envs, seed=d.seed, num_workers=c.env.num_workers,
+                         modules=c.env.modules, **c.env.kwargs)
+        self.host_actor = HostActor(pool, self.model, c.planner, c.targets.discount, c.targets.history_length,
+                                    d.steps_per_epoch, k_actor, d.explore_moves, d.random_moves)
+        test_pool = make_pool(c.env.name, d.test_envs, seed=episode_seed(d.seed, -1 % 2**31, 0),
+                              modules=c.env.modules, **c.env.kwargs)
+        self.host_test = HostMatch(test_pool, self.model, c.test_planner, c.targets.discount,
+                                   c.targets.history_length, k_test, seed=d.seed)
+
+    def close(self) -> None:
+        """Release the host environment pools (worker processes, emulators)."""
+        if self.host:
+            self.host_actor.pool.close()
+            self.host_test.pool.close()
+
     # --- checkpoints -------------------------------------------------------------------
 
     def _checkpoint_state(self) -> dict:
-        return {
+        state = {
             "learner": self.learner.state_dict(),
             "replay": self.replay.state_dict(),
             "replay_rng": self.replay_rng.bit_generator.state,
-            "actor_carry": self.actor_carry,
             "actor_params": self.actor_params,
-            "test_carry": self.test_carry,
-            "pending": self.assembler.state_dict(),
         }
+        if self.host:
+            # Python environments cannot be saved: a resumed run starts new episodes.
+            state["host_actor"] = self.host_actor.state_dict()
+        else:
+            state.update(actor_carry=self.actor_carry, test_carry=self.test_carry, pending=self.assembler.state_dict())
+        return state
 
     def save(self) -> Path:
         """Write a checkpoint of everything needed to continue exactly."""
@@ -136,16 +167,22 @@ class Trainer:
         # Structured pytrees (train state, carries) are rebuilt against this run's own
         # fresh objects as templates; replay, RNG state and pending episodes are plain data.
         template = self._checkpoint_state()
-        for key in ("replay", "replay_rng", "pending"):
-            template[key] = None
+        for key in ("replay", "replay_rng", "pending", "host_actor"):
+            if key in template:
+                template[key] = None
         state, meta, path = load_latest(self.run_dir / "checkpoints", template=template)
         self.learner.load_state_dict(state["learner"])
         self.replay.load_state_dict(state["replay"])
         self.replay_rng.bit_generator.state = json.loads(state["replay_rng"])
-        self.actor_carry = state["actor_carry"]
         self.actor_params = state["actor_params"]
-        self.test_carry = state["test_carry"]
-        self.assembler.load_state_dict(state["pending"])
+        if self.host:
+            self.host_actor.load_state_dict(state["host_actor"])
+            # New episodes from a seed that differs per resume point, so no episode is replayed.
+            self.host_actor.restart(episode_seed(self.config.driver.seed, 1, int(meta["counters"]["epochs"])))
+        else:
+            self.actor_carry = state["actor_carry"]
+            self.test_carry = state["test_carry"]
+            self.assembler.load_state_dict(state["pending"])
         self.counters.update({k: meta["counters"][k] for k in COUNTERS})
         self.actor_version = int(meta["actor_version"])
         self.last_test = dict(meta.get("last_test") or {})
@@ -156,7 +193,10 @@ class Trainer:
     def _collect(self) -> dict:
         d = self.config.driver
         temperature = d.temperature_at(self.counters["env_steps"])
-        self.actor_carry, samples = self.rollout(self.actor_params, self.actor_carry, jnp.float32(temperature))
+        if self.host:
+            samples = self.host_actor.rollout(self.actor_params, temperature)
+        else:
+            self.actor_carry, samples = self.rollout(self.actor_params, self.actor_carry, jnp.float32(temperature))
         trajectories = self.assembler.add(samples)
         for traj in trajectories:
             self.replay.add(traj)
@@ -203,9 +243,12 @@ class Trainer:
         """Play ``test_episodes`` episodes with the test planner and the latest params."""
         d = self.config.driver
         _, params = self.learner.params()
-        self.test_carry, results = acting.play_matches(
-            self.test_rollout, params, self.test_carry, num_episodes or d.test_episodes
-        )
+        if self.host:
+            results = self.host_test.play(params, num_episodes or d.test_episodes)
+        else:
+            self.test_carry, results = acting.play_matches(
+                self.test_rollout, params, self.test_carry, num_episodes or d.test_episodes
+            )
         returns = np.array([r for r, _, _ in results])
         lengths = np.array([n for _, n, _ in results])
         self.last_test = {
@@ -344,18 +387,29 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
     config = load_run_config(run_dir)
     env, model = build_parts(config)
     try:
-        opp = make_opponent(opponent, config.env.name)
+        opp = make_opponent(opponent, config.env.name, path=env.spec.path)
     except ValueError as err:
         raise ConfigError(f"--opponent {opponent}: {err}") from err
     params, meta = load_params(run_dir, model)
     num_envs = min(games, 128)
     if env.spec.two_player and num_envs % 2:
         num_envs = max(num_envs - 1, 2)
-    carry = acting.init_match(env, num_envs, config.targets.history_length, jax.random.key(seed))
-    rollout = acting.make_match_rollout(
-        env, model, config.test_planner, config.targets.discount, config.driver.test_steps_per_segment, opponent=opp
-    )
-    _, results = acting.play_matches(rollout, params, carry, games)
+    if env.spec.path == "host":
+        from moozi.host_acting import HostMatch
+
+        env.close()
+        c = config.env
+        with make_pool(c.name, num_envs, seed=episode_seed(seed, -2 % 2**31, 0), modules=c.modules, **c.kwargs) as pool:
+            match = HostMatch(pool, model, config.test_planner, config.targets.discount,
+                              config.targets.history_length, jax.random.key(seed), opponent=opp, seed=seed)
+            results = match.play(params, games)
+    else:
+        carry = acting.init_match(env, num_envs, config.targets.history_length, jax.random.key(seed))
+        rollout = acting.make_match_rollout(
+            env, model, config.test_planner, config.targets.discount, config.driver.test_steps_per_segment,
+            opponent=opp,
+        )
+        _, results = acting.play_matches(rollout, params, carry, games)
     returns = np.array([r for r, _, _ in results])
     seats = np.array([s for _, _, s in results])
     out = {

@@ -11,9 +11,11 @@ A bridge registers either
 
 Exact names win over prefixes. Each entry records its ``path`` (``"device"``
 for pure-JAX bridges, ``"host"`` for Python environments) so callers can ask
-for one kind with ``list_envs(path=...)``. The built-in device bridges are
-registered on first use (nothing is imported at import time; gymnax and pgx
-are imported only when one of their games is built).
+for one kind with ``list_envs(path=...)``. The built-in bridges are
+registered on first use (nothing is imported at import time; gymnax, pgx
+and pyspiel are imported only when one of their games is built). The host
+bridge for OpenSpiel is the prefix ``"openspiel:"`` (any OpenSpiel game string,
+e.g. ``"openspiel:go(board_size=9)"``).
 """
 
 from __future__ import annotations
@@ -45,12 +47,20 @@ def _ensure_builtins() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    from moozi.envs import gymnax_bridge, pgx_bridge
+    from moozi.envs import gymnax_bridge, openspiel_bridge, pgx_bridge
 
     for game in gymnax_bridge.GAMES:
         _add(f"gymnax:{game}", gymnax_bridge.make_gymnax(game), "device", None, overwrite=False)
     for game in pgx_bridge.GAMES:
         _add(f"pgx:{game}", pgx_bridge.make_pgx(game), "device", None, overwrite=False)
+    # Any OpenSpiel game string; pyspiel is imported only when one is built.
+    _add(openspiel_bridge.PREFIX, openspiel_bridge.make_openspiel, "host", openspiel_bridge.GAMES, overwrite=False)
+    # MinAtar, Gymnasium and Atari (host); minatar, gymnasium and ale_py are imported only when one is built.
+    from moozi.envs import gym_bridge, minatar_bridge
+
+    _add(minatar_bridge.PREFIX, minatar_bridge.make_minatar, "host", minatar_bridge.GAMES, overwrite=False)
+    _add(gym_bridge.GYM_PREFIX, gym_bridge.make_gym, "host", gym_bridge.GYM_GAMES, overwrite=False)
+    _add(gym_bridge.ALE_PREFIX, gym_bridge.make_ale, "host", gym_bridge.ALE_GAMES, overwrite=False)
 
 
 def _split(name: str) -> tuple[str, str]:

@@ -33,6 +33,15 @@ the colour to move (0 = X, 1 = O). ``inner.current_player`` is the *player id*
 the mover's pieces are ``board == color``. Without an env state (``env_state``
 None) the board is read from the time step's observation, ``[3, 3, 2]`` from
 the mover's point of view (plane 0: mover's pieces, plane 1: opponent's).
+
+``openspiel:tic_tac_toe`` (host path): :func:`host_perfect_opponent` is the
+same player for a host pool (numpy in and out, a
+:data:`moozi.host_acting.HostOpponent`). The bridge's observation is
+``[3, 3, 3]`` (OpenSpiel's ``(C, H, W)`` transposed), planes ``(empty, o,
+x)``, and it is the same for both players (not mover-relative); ``x`` is
+OpenSpiel player 0, who moves first, and ``o`` player 1, so
+:func:`cells_from_openspiel` needs ``to_play`` to know whose pieces are whose.
+OpenSpiel's actions are the row-major cell indices, like pgx's.
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ _POW3 = 3 ** np.arange(NUM_CELLS, dtype=np.int32)
 _WIN_SCORE = 10  # |score| = _WIN_SCORE - plies until the game ends
 
 OPPONENTS = ("random", "perfect")
-PERFECT_ENVS = ("pgx:tic_tac_toe",)
+PERFECT_ENVS = ("pgx:tic_tac_toe", "openspiel:tic_tac_toe")
 
 
 class Solution(NamedTuple):
@@ -174,9 +183,62 @@ def perfect_opponent(rng, env_state, timestep) -> Array:
     return jnp.where(jnp.any(legal, axis=-1), action, 0)
 
 
-def make_opponent(name: str, env_name: str) -> Callable:
-    """An :data:`moozi.acting.Opponent` by name: ``"random"`` (any env) or ``"perfect"`` (tic-tac-toe only)."""
+# OpenSpiel tic-tac-toe observation planes (channels of the bridge's [3, 3, 3] observation).
+_OS_EMPTY, _OS_O, _OS_X = 0, 1, 2  # x = player 0 (moves first), o = player 1
+
+
+def cells_from_openspiel(observation, to_play) -> np.ndarray:
+    """Mover-relative ``cells [..., 9]`` int32 from the ``openspiel:tic_tac_toe`` observation.
+
+    Args:
+      observation: ``[..., 3, 3, 3]`` as the OpenSpiel bridge emits it (planes
+        ``empty, o, x``; the same for both players).
+      to_play: ``[...]`` the player to move (0 plays x, 1 plays o); its pieces are ``+1``.
+
+    Numpy (host path).
+    """
+    obs = np.asarray(observation)
+    lead = obs.shape[:-3]
+    x = (obs[..., _OS_X] > 0.5).reshape(lead + (NUM_CELLS,))
+    o = (obs[..., _OS_O] > 0.5).reshape(lead + (NUM_CELLS,))
+    mover_is_x = (np.asarray(to_play) == 0)[..., None]
+    mine = np.where(mover_is_x, x, o)
+    theirs = np.where(mover_is_x, o, x)
+    return mine.astype(np.int32) - theirs.astype(np.int32)
+
+
+def host_perfect_opponent(rng: np.random.Generator, timestep) -> np.ndarray:
+    """Perfect play for ``openspiel:tic_tac_toe`` on the host path: ``(rng, timestep [B]) -> [B]`` int32.
+
+    ``timestep`` is a batched numpy TimeStep from an ``openspiel:tic_tac_toe``
+    pool. Uniformly random among the optimal moves (see the module doc) of the
+    board decoded with :func:`cells_from_openspiel`, restricted to
+    ``legal_actions``; falls back to any legal move if that leaves nothing
+    (cannot happen on a consistent board) and returns 0 where nothing is legal
+    (last steps). A :data:`moozi.host_acting.HostOpponent`.
+    """
+    optimal, _ = _tables()
+    cells = cells_from_openspiel(timestep.observation, timestep.to_play)
+    digits = np.where(cells > 0, 1, np.where(cells < 0, 2, 0))
+    legal = np.asarray(timestep.legal_actions, bool)
+    best = optimal[(digits * _POW3).sum(-1)] & legal
+    choice = np.where(best.any(-1, keepdims=True), best, legal)
+    u = rng.random(choice.shape)
+    action = np.argmax(np.where(choice, u, -1.0), axis=-1)
+    return np.where(legal.any(-1), action, 0).astype(np.int32)
+
+
+def make_opponent(name: str, env_name: str, path: str = "device") -> Callable:
+    """An opponent by name: ``"random"`` (any env) or ``"perfect"`` (tic-tac-toe only).
+
+    ``path="device"`` gives a jittable :data:`moozi.acting.Opponent`;
+    ``path="host"`` a :data:`moozi.host_acting.HostOpponent` (numpy).
+    """
     if name == "random":
+        if path == "host":
+            from moozi.host_acting import host_random_opponent
+
+            return host_random_opponent
         from moozi.acting import random_opponent
 
         return random_opponent
@@ -186,5 +248,5 @@ def make_opponent(name: str, env_name: str) -> Callable:
                 f"opponent 'perfect' is not available for {env_name!r}: perfect play is only available for "
                 f"tic-tac-toe ({', '.join(PERFECT_ENVS)}); options: 'random' (any env), 'perfect' (tic-tac-toe)"
             )
-        return perfect_opponent
+        return host_perfect_opponent if env_name.startswith("openspiel:") else perfect_opponent
     raise ValueError(f"unknown opponent {name!r}; options: {', '.join(map(repr, OPPONENTS))}")

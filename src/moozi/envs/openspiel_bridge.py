@@ -1,0 +1,314 @@
+"""Bridge for OpenSpiel games, host path (../shared/DESIGN.md §2-§3).
+
+Registered as the prefix ``"openspiel:"``: ``make_env("openspiel:<game>")``
+where ``<game>`` is an OpenSpiel game string, parameters included in
+OpenSpiel's syntax (``"openspiel:tic_tac_toe"``, ``"openspiel:connect_four"``,
+``"openspiel:breakthrough(rows=5,columns=5)"``, ``"openspiel:go(board_size=9)"``).
+A ``params`` dict is merged over the string's parameters
+(``make_env("openspiel:go", params={"board_size": 9, "komi": 6.5})``).
+``pyspiel`` is imported when a game is built, never when this module is
+imported. ``pyspiel.registered_names()`` lists every OpenSpiel game.
+
+Games the bridge accepts: perfect-information, sequential (turn-based),
+deterministic games with one player, or two players and zero-sum utility,
+that provide an observation tensor. Any other game is refused with a
+:class:`~moozi.config.ConfigError` that says why (simultaneous moves, chance
+nodes, imperfect information, more than two players, not zero-sum, no
+observation tensor).
+
+Mapping to the step contract (the pool adds auto-reset, the empty legal mask
+on last steps, the truncation cap and legal-action checks):
+
+* ``observation`` = ``state.observation_tensor(to_play)`` as float32. OpenSpiel
+  board games lay it out ``(C, H, W)``; the bridge transposes it to
+  ``(H, W, C)``. 2-D shapes ``(H, W)`` become ``(H, W, 1)``, 1-D shapes ``(D,)``
+  (and anything else) ``(1, 1, D)``. Many OpenSpiel games (tic-tac-toe among
+  them) give the same tensor to both players, with fixed planes per colour,
+  so the observation is not necessarily mover-relative. Two-player games
+  therefore get one more channel, last, filled with ``to_play`` (0 or 1): the
+  model's values are from the mover's point of view, and in games such as
+  breakthrough the board alone does not say whose turn it is.
+* ``to_play`` = ``state.current_player()`` (player 0 moves first in OpenSpiel,
+  so a first step has ``to_play`` 0). On a terminal step OpenSpiel has no
+  current player (``PlayerId.TERMINAL``); the bridge reports the player who
+  would move next if turns alternated, i.e. the other player than the one who
+  just moved (0 in single-player games), and the observation is that
+  player's view.
+* ``reward`` = from the point of view of the player who just moved
+  (``mover``, the current player before the step): ``state.returns()[mover]``
+  on arriving at a terminal state for games with terminal rewards (reward
+  model ``TERMINAL``; 0 before), ``state.rewards()[mover]`` at every step for
+  games with intermediate rewards (reward model ``REWARDS``; zero-sum, so the
+  opponent received the negation). Single-player games: player 0.
+* ``legal_actions`` = ``state.legal_actions_mask(current_player)`` over
+  ``game.num_distinct_actions()`` actions.
+* ``is_terminal`` = ``state.is_terminal()``. ``spec.max_episode_steps`` defaults
+  to ``game.max_game_length()``, which OpenSpiel games treat as a bound they
+  end by themselves (Go is scored and terminal after ``max_game_length``
+  moves), so the pool's cap does not truncate a real game: a game that ends
+  at exactly that many moves is terminated (termination wins over the cap).
+  ``max_episode_steps`` can set a lower cap.
+* Seeds: deterministic games need none, so ``reset`` ignores its seed and
+  always starts from ``game.new_initial_state()``.
+* ``render()`` = ``str(state)`` (OpenSpiel's text picture).
+
+Two-player games where a player can move twice in a row (checkers
+multi-jumps, mancala and oware extra turns) are accepted and reported
+faithfully (``to_play`` repeats), but the planner and n-step targets assume
+alternating turns (DESIGN §3); the bridge warns the first time it sees one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from moozi.config import ConfigError
+from moozi.envs.contract import EnvSpec, UnknownEnvError
+from moozi.envs.host import GameStep, HostEnv
+
+PREFIX = "openspiel:"
+
+GAMES = ("tic_tac_toe", "connect_four", "breakthrough(rows=5,columns=5)", "go(board_size=9)")
+"""OpenSpiel games listed by ``list_envs`` (any supported game string works)."""
+
+_EXAMPLES = (
+    "tic_tac_toe", "connect_four", "breakthrough", "go", "othello", "hex", "clobber", "amazons", "pentago",
+    "checkers", "chess", "cliff_walking",
+)  # fmt: skip
+
+_SUPPORTED = ("Supported: perfect-information, turn-based, deterministic games with 1 player or 2 zero-sum "
+              "players that provide an observation tensor")
+
+
+def _import_pyspiel():
+    try:
+        import pyspiel
+    except ImportError as e:
+        raise ImportError(f"the OpenSpiel bridge needs open-spiel: pip install 'moozi[openspiel]' [{e}]") from e
+    return pyspiel
+
+
+def _unknown_game(pyspiel, name: str, short: str) -> UnknownEnvError:
+    names = list(pyspiel.registered_names())
+    close = difflib.get_close_matches(short, names, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return UnknownEnvError(
+        f"unknown OpenSpiel game {short!r} in {name!r}{hint}; for example: "
+        f"{', '.join(PREFIX + g for g in _EXAMPLES)}; all {len(names)} OpenSpiel games: "
+        "python -c 'import pyspiel; print(pyspiel.registered_names())' "
+        "(not all of them are supported by this bridge)"
+    )
+
+
+def _check_value(name: str, key: str, value: Any, default: Any) -> Any:
+    """``value`` checked (and int -> float coerced) against the type of the game's default for ``key``."""
+
+    def bad(allowed: str):
+        return ConfigError(f"{name}: parameter {key} = {value!r} is invalid: allowed {allowed}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, np.bool_)):
+            raise bad("True or False")
+        return bool(value)
+    if isinstance(default, int):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise bad("an integer")
+        return int(value)
+    if isinstance(default, float):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise bad("a number")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("a string")
+    return value  # nested games (dicts) and anything else: OpenSpiel decides
+
+
+def load_game(game: str, params: Mapping[str, Any] | None = None):
+    """``(pyspiel.Game, registered name)`` for the game string ``game`` with ``params`` merged.
+
+    Raises:
+      ImportError: pyspiel is not installed.
+      UnknownEnvError: no OpenSpiel game of that name.
+      ConfigError: an unknown parameter, a value of the wrong type, or a value OpenSpiel rejects.
+    """
+    pyspiel = _import_pyspiel()
+    if not isinstance(game, str) or not game.strip():
+        raise UnknownEnvError(f"{PREFIX}{game!r}: give an OpenSpiel game, e.g. {', '.join(PREFIX + g for g in GAMES)}")
+    name = PREFIX + game
+    if params is not None and not isinstance(params, Mapping):
+        raise ConfigError(f"{name}: params = {params!r} is invalid: allowed None or a dict of game parameters")
+    short = game.partition("(")[0].strip()
+    if short not in pyspiel.registered_names():
+        raise _unknown_game(pyspiel, name, short)
+    if "(" in game or ")" in game:
+        try:
+            parsed = dict(pyspiel.game_parameters_from_string(game))
+        except pyspiel.SpielError as e:
+            raise ConfigError(f"{name}: cannot parse the game string: {e}") from None
+        parsed.pop("name", None)
+    else:
+        parsed = {}
+    merged = {**parsed, **dict(params or {})}
+    spec = next(t for t in pyspiel.registered_games() if t.short_name == short).parameter_specification
+    for key in list(merged):
+        if key not in spec:
+            allowed = ", ".join(sorted(spec)) if spec else "(none)"
+            raise ConfigError(f"{name}: unknown parameter {key!r} for OpenSpiel game {short!r}; allowed: {allowed}")
+        merged[key] = _check_value(name, key, merged[key], spec[key])
+    try:
+        loaded = pyspiel.load_game(short, merged) if merged else pyspiel.load_game(short)
+    except pyspiel.SpielError as e:
+        which = [k for k in merged if k in str(e)]
+        what = f"parameter {which[0]!r}" if which else "parameters"
+        raise ConfigError(f"{name}: OpenSpiel rejected the {what} {merged}: {e}") from None
+    if params:
+        name = PREFIX + str(loaded)  # the canonical string, parameters included
+    return loaded, name
+
+
+def check_supported(game, name: str) -> None:
+    """Raise ConfigError saying why the bridge cannot play ``game`` (a ``pyspiel.Game``), if it cannot."""
+    import pyspiel
+
+    gt = pyspiel.GameType
+    t = game.get_type()
+    n = game.num_players()
+    why = []
+    if t.dynamics != gt.Dynamics.SEQUENTIAL:
+        why.append(f"simultaneous moves (dynamics {t.dynamics.name})")
+    if t.chance_mode != gt.ChanceMode.DETERMINISTIC:
+        why.append(f"chance nodes (chance_mode {t.chance_mode.name})")
+    if t.information != gt.Information.PERFECT_INFORMATION:
+        why.append(f"imperfect information (information {t.information.name})")
+    if n > 2:
+        why.append(f"more than 2 players ({n})")
+    elif n == 2 and t.utility != gt.Utility.ZERO_SUM:
+        why.append(f"not zero-sum (utility {t.utility.name}): its rewards cannot be expressed as one reward "
+                   "from the mover's point of view")
+    if not t.provides_observation_tensor:
+        why.append("no observation tensor")
+    if why:
+        raise ConfigError(f"{name} is not supported by the OpenSpiel bridge: {'; '.join(why)}. {_SUPPORTED}")
+
+
+def observation_shape(raw: tuple[int, ...]) -> tuple[int, ...]:
+    """``(H, W, C)`` for OpenSpiel's ``observation_tensor_shape`` (``(C, H, W)``, ``(H, W)`` or ``(D,)``)."""
+    if len(raw) == 3:
+        c, h, w = raw
+        return (h, w, c)
+    if len(raw) == 2:
+        return (raw[0], raw[1], 1)
+    return (1, 1, int(np.prod(raw, dtype=np.int64)))
+
+
+class OpenSpielEnv(HostEnv):
+    """An OpenSpiel game behind the moozi step contract (see the module doc).
+
+    Args:
+      game: an OpenSpiel game string, e.g. ``"tic_tac_toe"``, ``"go(board_size=9)"``.
+      params: game parameters merged over those in ``game`` (e.g. ``{"board_size": 9}``).
+      max_episode_steps: the truncation cap; None uses ``game.max_game_length()``.
+    """
+
+    def __init__(self, game: str, *, params: Mapping[str, Any] | None = None, max_episode_steps: int | None = None):
+        self._game, name = load_game(game, params)
+        check_supported(self._game, name)
+        import pyspiel
+
+        cap = max_episode_steps
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+            raise ConfigError(f"{name}: max_episode_steps = {cap!r} is invalid: allowed None or an integer >= 1")
+        if cap is None:
+            cap = int(self._game.max_game_length())
+        self._raw_shape = tuple(int(d) for d in self._game.observation_tensor_shape())
+        self._num_players = int(self._game.num_players())
+        self._terminal_rewards = self._game.get_type().reward_model == pyspiel.GameType.RewardModel.TERMINAL
+        try:
+            self.spec = EnvSpec(
+                name=name,
+                observation_shape=_with_player_plane(observation_shape(self._raw_shape), self._num_players),
+                num_actions=int(self._game.num_distinct_actions()),
+                num_players=self._num_players,
+                max_episode_steps=cap,
+                path="host",
+            )
+        except ConfigError as e:
+            msg = f"{name}: check the game parameters; OpenSpiel built a game moozi cannot use: {e}"
+            raise ConfigError(msg) from None
+        self._no_legal = np.zeros((self.spec.num_actions,), bool)
+        self._state = None
+        self._warned = False
+
+    @property
+    def game(self):
+        """The ``pyspiel.Game``."""
+        return self._game
+
+    @property
+    def state(self):
+        """The current ``pyspiel.State`` (None before the first reset)."""
+        return self._state
+
+    def _observation(self, player: int) -> np.ndarray:
+        x = np.asarray(self._state.observation_tensor(player), np.float32)
+        if len(self._raw_shape) == 3:
+            x = x.reshape(self._raw_shape).transpose(1, 2, 0)
+        if self._num_players == 2:
+            h, w, c = self.spec.observation_shape
+            x = x.reshape(h, w, c - 1)
+            return np.concatenate([x, np.full((h, w, 1), float(player), np.float32)], axis=-1)
+        return x.reshape(self.spec.observation_shape)
+
+    def _game_step(self, reward: float, terminated: bool, mover: int) -> GameStep:
+        s = self._state
+        if terminated:
+            to_play = 1 - mover if self._num_players == 2 else 0
+            legal = self._no_legal
+        else:
+            to_play = int(s.current_player())
+            legal = np.asarray(s.legal_actions_mask(to_play), bool)
+        return GameStep(self._observation(to_play), legal, reward=reward, terminated=terminated, to_play=to_play)
+
+    def reset(self, seed: int) -> GameStep:
+        del seed  # deterministic games: every episode starts from the same initial state
+        self._state = self._game.new_initial_state()
+        return self._game_step(0.0, bool(self._state.is_terminal()), mover=1)
+
+    def step(self, action: int) -> GameStep:
+        s = self._state
+        mover = int(s.current_player())
+        s.apply_action(int(action))
+        terminated = bool(s.is_terminal())
+        if self._terminal_rewards:
+            reward = float(s.returns()[mover]) if terminated else 0.0
+        else:
+            reward = float(s.rewards()[mover])
+        if self._num_players == 2 and not terminated and not self._warned and int(s.current_player()) == mover:
+            self._warned = True
+            warnings.warn(
+                f"{self.spec.name}: player {mover} moved twice in a row; the planner and the n-step targets "
+                "assume two-player games alternate turns (DESIGN §3), so values will be learned for the wrong "
+                "player after such moves",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return self._game_step(reward, terminated, mover)
+
+    def render(self) -> str | None:
+        return None if self._state is None else str(self._state)
+
+
+def _with_player_plane(shape: tuple[int, ...], num_players: int) -> tuple[int, ...]:
+    """Two-player games carry a ``to_play`` channel after the game's own channels."""
+    h, w, c = shape
+    return (h, w, c + 1) if num_players == 2 else shape
+
+
+def make_openspiel(game: str, *, params: dict | None = None, max_episode_steps: int | None = None) -> OpenSpielEnv:
+    """Factory for the ``"openspiel:"`` prefix: ``make_openspiel(game, **kwargs)`` (see OpenSpielEnv)."""
+    return OpenSpielEnv(game, params=params, max_episode_steps=max_episode_steps)
