@@ -513,27 +513,3 @@ class AleEnv(HostEnv):
 
     def close(self) -> None:
         self._env.close()
-
-
-def make_ale(
-    game: str,
-    *,
-    sticky_action_prob: float = 0.25,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    grayscale: bool = True,
-    noop_max: int = 30,
-    full_action_space: bool = False,
-    max_episode_steps: int | None = ALE_DEFAULT_MAX_EPISODE_STEPS,
-) -> AleEnv:
-    """Factory for the ``"ale:"`` prefix: ``make_ale(game, **kwargs)`` (see AleEnv)."""
-    return AleEnv(
-        game,
-        sticky_action_prob=sticky_action_prob,
-        frame_skip=frame_skip,
-        screen_size=screen_size,
-        grayscale=grayscale,
-        noop_max=noop_max,
-        full_action_space=full_action_space,
-        max_episode_steps=max_episode_steps,
-    )

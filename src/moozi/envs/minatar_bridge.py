@@ -164,21 +164,3 @@ class MinAtarEnv(HostEnv):
         state = np.asarray(self._env.state(), bool)
         channel = np.where(state.any(-1), state.shape[-1] - np.argmax(state[..., ::-1], -1), 0)  # last channel wins
         return _PALETTE[np.minimum(channel, len(_PALETTE) - 1)]
-
-
-def make_minatar(
-    game: str,
-    *,
-    sticky_action_prob: float = 0.1,
-    minimal_action_set: bool = False,
-    difficulty_ramping: bool = True,
-    max_episode_steps: int | None = None,
-) -> MinAtarEnv:
-    """Factory for the ``"minatar:"`` prefix: ``make_minatar(game, **kwargs)`` (see MinAtarEnv)."""
-    return MinAtarEnv(
-        game,
-        sticky_action_prob=sticky_action_prob,
-        minimal_action_set=minimal_action_set,
-        difficulty_ramping=difficulty_ramping,
-        max_episode_steps=max_episode_steps,
-    )

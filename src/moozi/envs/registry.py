@@ -58,9 +58,10 @@ def _ensure_builtins() -> None:
     # MinAtar, Gymnasium and Atari (host); minatar, gymnasium and ale_py are imported only when one is built.
     from moozi.envs import gym_bridge, minatar_bridge
 
-    _add(minatar_bridge.PREFIX, minatar_bridge.make_minatar, "host", minatar_bridge.GAMES, overwrite=False)
+    # Classes are their own factories: the registry checks parameters against their signatures.
+    _add(minatar_bridge.PREFIX, minatar_bridge.MinAtarEnv, "host", minatar_bridge.GAMES, overwrite=False)
     _add(gym_bridge.GYM_PREFIX, gym_bridge.make_gym, "host", gym_bridge.GYM_GAMES, overwrite=False)
-    _add(gym_bridge.ALE_PREFIX, gym_bridge.make_ale, "host", gym_bridge.ALE_GAMES, overwrite=False)
+    _add(gym_bridge.ALE_PREFIX, gym_bridge.AleEnv, "host", gym_bridge.ALE_GAMES, overwrite=False)
 
 
 def _split(name: str) -> tuple[str, str]:
