@@ -107,7 +107,7 @@ def main() -> None:
 
     def policy_only():
         for _ in range(T):
-            _, out = actor.policy(params, actor.history, ts.observation, actor.prev_action, ts.is_first,
+            _, out, _ = actor.policy(params, actor.history, ts.observation, actor.prev_action, ts.is_first,
                                   ts.legal_actions, np.zeros(B, np.int32), jax.random.key(0), jnp.float32(1.0))
             jax.block_until_ready(out.action)
 

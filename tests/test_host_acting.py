@@ -86,22 +86,24 @@ PLANNERS = {
 
 
 @pytest.mark.parametrize(
-    "name,kwargs,planner,random_moves",
-    [("pgx:tic_tac_toe", {}, "puct", 2), ("gymnax:CartPole-v1", {"max_episode_steps": 9}, "gumbel", 0)],
+    "name,kwargs,planner,random_moves,random_move_prob",
+    [("pgx:tic_tac_toe", {}, "puct", 2, 0.3), ("gymnax:CartPole-v1", {"max_episode_steps": 9}, "gumbel", 0, 0.0)],
 )
-def test_host_path_matches_device_path(name, kwargs, planner, random_moves):
+def test_host_path_matches_device_path(name, kwargs, planner, random_moves, random_move_prob):
     env, model, params = _parts(name, **kwargs)
     cfg = PLANNERS[planner]
     carry = acting.init_actor(env, B, L, jax.random.key(7))
     # init_actor splits its key into (reset key, search rng) and the reset key into B.
     reset_key, _ = jax.random.split(jax.random.key(7))
     keys = list(jax.random.split(reset_key, B))
-    rollout = acting.make_rollout(env, model, cfg, 0.97, T, explore_moves=3, random_moves=random_moves)
+    rollout = acting.make_rollout(env, model, cfg, 0.97, T, explore_moves=3, random_moves=random_moves,
+                                  random_move_prob=random_move_prob)
     _, dev = rollout(params, carry, jnp.float32(1.0))
     dev = jax.tree_util.tree_map(np.asarray, dev)
 
     pool = HostPool(lambda: DeviceAsHost(env, keys.pop(0)), B, seed=0)
-    actor = HostActor(pool, model, cfg, 0.97, L, T, carry.rng, explore_moves=3, random_moves=random_moves)
+    actor = HostActor(pool, model, cfg, 0.97, L, T, carry.rng, explore_moves=3, random_moves=random_moves,
+                      random_move_prob=random_move_prob)
     host = actor.rollout(params, 1.0)
     assert jax.tree_util.tree_structure(host) == jax.tree_util.tree_structure(dev)
     compared = 0
@@ -113,7 +115,15 @@ def test_host_path_matches_device_path(name, kwargs, planner, random_moves):
             assert d.dtype == h.dtype or np.can_cast(h.dtype, d.dtype), field.name
             np.testing.assert_allclose(h, d, rtol=1e-5, atol=1e-5, err_msg=f"{field.name} env {b}")
         compared += end
+        flags = dev.random_action[:end, b]
+        assert not flags[dev.is_last[:end, b]].any()  # no move is made on a last step
+        if random_moves:
+            assert flags[:random_moves].all()
     assert compared >= B * 3
+    if random_move_prob:  # some later moves were random too
+        assert dev.random_action[random_moves:].any()
+    else:
+        assert not dev.random_action[random_moves:].any()
     pool.close()
 
 

@@ -18,8 +18,9 @@ TCFG = TargetConfig(history_length=2, unroll_steps=2, td_steps=3, discount=0.9)
 A = 3  # augmented actions: dummy + 2
 
 
-def make_traj(n, seed=0, terminal=True, frame_shape=(2, 2, 1), binary=True, two_player=False):
-    """An episode of n = T + 1 steps with random data."""
+def make_traj(n, seed=0, terminal=True, frame_shape=(2, 2, 1), binary=True, two_player=False,
+              random_moves=False):
+    """An episode of n = T + 1 steps with random data (random-move flags on a third of the steps)."""
     rng = np.random.default_rng(seed)
     if binary:
         frames = rng.integers(0, 2, (n, *frame_shape)).astype(np.float32)
@@ -36,6 +37,7 @@ def make_traj(n, seed=0, terminal=True, frame_shape=(2, 2, 1), binary=True, two_
         first=np.int32(0),
         last=np.int32(n - 1),
         is_terminal=np.bool_(terminal),
+        random_actions=(rng.random(n) < 1 / 3) if random_moves else None,
     )
 
 
@@ -352,7 +354,7 @@ def test_sample_targets_shapes_and_equal_whole_trajectory_targets(sampling):
         [(7, True, False), (2, False, False), (9, False, True), (5, True, True),
          (8, True, False), (1, True, False), (6, False, False)]
     ):
-        buf.add(make_traj(n, seed=seed, terminal=term, two_player=two))
+        buf.add(make_traj(n, seed=seed, terminal=term, two_player=two, random_moves=seed % 2 == 0))
     batch, idx = buf.sample(24, np.random.default_rng(0))
     t = batch.targets
     c = TCFG.history_length * (1 + A)
@@ -471,3 +473,29 @@ def test_empty_buffer_with_known_shapes_round_trips():
     rb2 = ReplayBuffer(cfg, TargetConfig(history_length=2, unroll_steps=2, td_steps=2), num_actions=4, frame_shape=(1, 1, 3))
     rb2.load_state_dict(rb.state_dict())
     assert rb2.size == 0 and rb2.num_actions == 4 and rb2.frame_shape == (1, 1, 3)
+
+
+def test_random_move_flags_are_stored_checkpointed_and_cut_targets():
+    buf = buffer(capacity=40, sample_last_step=True)
+    flagged = make_traj(9, seed=3, two_player=True, random_moves=True)
+    assert flagged.random_actions[:-1].any()
+    tid = buf.add(flagged)
+    plain = buf.add(make_traj(6, seed=4))
+    np.testing.assert_array_equal(buf.get_trajectory(tid).random_actions, flagged.random_actions)
+    assert not buf.get_trajectory(plain).random_actions.any()
+    # The flags change the targets (compared with the same episode unflagged).
+    whole, bare = buf.get_trajectory(tid), flagged.replace(random_actions=None)
+    cut = [float(make_targets(whole, t, TCFG, A).value[0]) for t in range(9)]
+    uncut = [float(make_targets(bare, t, TCFG, A).value[0]) for t in range(9)]
+    assert cut != uncut
+    batch, idx = buf.sample(16, np.random.default_rng(1))
+    _check_against_whole_trajectory(buf, batch, idx)
+
+    state = buf.state_dict()
+    restored = buffer(capacity=40, sample_last_step=True)
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.get_trajectory(tid).random_actions, flagged.random_actions)
+    # A checkpoint written before the flags existed loads with no random moves.
+    old = {k: v for k, v in state.items() if k != "random_actions"}
+    restored.load_state_dict(old)
+    assert not restored.get_trajectory(tid).random_actions.any()

@@ -253,6 +253,44 @@ def test_non_alternating_players():
     np.testing.assert_allclose(np.asarray(_returns(traj, cfg)), expected, rtol=1e-6)
 
 
+def test_random_move_cuts_value_targets():
+    # TP's game (player 0 wins with its move at 4) with a random move at 2:
+    # targets stop there and bootstrap from v*_2 = 0.3. A flag on the last
+    # step (5) is meaningless (no move is made there) and must be ignored.
+    tp = dict(TP)
+    traj = _traj(**tp, terminal=True).replace(
+        random_actions=jnp.asarray([False, False, True, False, False, True])
+    )
+    full = TargetConfig(history_length=1, unroll_steps=2, td_steps=9, discount=1.0)
+    expected = [
+        0 - 0 + 0.3,  # G_0: r_1, -r_2, then +v*_2 (player 0 to move at 2, as at 0)
+        0 - 0.3,  # G_1: r_2 by player 1 itself, then -v*_2 (player 0's view)
+        0.3,  # G_2 = v*_2: the random move's own outcome is never credited
+        0 - 1,  # G_3: no random move after 2: r_4 = 0, player 0 wins on r_5
+        1,  # G_4
+        0,  # G_5 = T
+    ]
+    np.testing.assert_allclose(np.asarray(_returns(traj, full)), expected, rtol=1e-6, atol=1e-7)
+    # A cut farther than N steps away changes nothing; within N it does.
+    one = TargetConfig(history_length=1, unroll_steps=2, td_steps=1, discount=1.0)
+    np.testing.assert_allclose(
+        np.asarray(_returns(traj, one)),
+        [0 - -0.2, 0 - 0.3, 0.3, 0 - 0.5, 1, 0],  # G_2 would be r_3 - v*_3 = 2.4 without the cut
+        rtol=1e-6, atol=1e-7,
+    )
+    np.testing.assert_allclose(
+        np.asarray(_priorities(traj, full)), [0.2, 0.1, 0.0, 0.6, 0.5, 0.7], rtol=1e-6, atol=1e-7
+    )
+    out = _make(traj, 1, full, A)
+    np.testing.assert_allclose(np.asarray(out.value), [-0.3, 0.3, -1.0], rtol=1e-6)
+    # All-False flags equal no flags.
+    none = _traj(**tp, terminal=True)
+    np.testing.assert_allclose(
+        np.asarray(_returns(traj.replace(random_actions=jnp.zeros(6, jnp.bool_)), full)),
+        np.asarray(_returns(none, full)),
+    )
+
+
 # ---------------------------------------------------------------------------
 # Priorities
 # ---------------------------------------------------------------------------

@@ -66,6 +66,8 @@ class StepSample:
       prior_value: ``[B]`` the network's value before search.
       policy_entropy: ``[B]`` entropy of p*_t.
       max_depth: ``[B]`` deepest search node.
+      random_action: ``[B]`` bool, the action was a uniformly random
+        exploration move (``driver.random_moves`` / ``random_move_prob``).
     """
 
     frame: jax.Array
@@ -80,6 +82,7 @@ class StepSample:
     prior_value: jax.Array
     policy_entropy: jax.Array
     max_depth: jax.Array
+    random_action: jax.Array
 
 
 def init_actor(env: DeviceEnv, num_envs: int, history_length: int, rng) -> ActorCarry:
@@ -91,16 +94,25 @@ def init_actor(env: DeviceEnv, num_envs: int, history_length: int, rng) -> Actor
     return ActorCarry(env_state=state, timestep=ts, history=history, rng=rng)
 
 
-def random_opening(key, legal_actions, episode_step, random_moves: int, action):
-    """``action`` (augmented ``[B]``), replaced by a uniformly random legal move on the
-    first ``random_moves`` moves of an episode. ``random_moves`` is static; 0 is a no-op.
-    The key is derived from the search key, so both acting paths draw the same moves."""
-    if not random_moves:
-        return action
+def random_exploration(key, legal_actions, episode_step, action, random_moves: int = 0,
+                       random_move_prob: float = 0.0):
+    """Replace ``action`` (augmented ``[B]``) by a uniformly random legal move on the
+    first ``random_moves`` moves of an episode and, after them, with probability
+    ``random_move_prob`` (epsilon exploration). Both are static; 0 is a no-op.
+
+    Returns ``(action [B] int32, is_random [B] bool)``. The key is derived from
+    the search key, so both acting paths draw the same moves."""
+    if not random_moves and not random_move_prob:
+        return action.astype(jnp.int32), jnp.zeros(action.shape, jnp.bool_)
     logits = jnp.where(legal_actions, 0.0, -jnp.inf)
     logits = jnp.where(jnp.any(legal_actions, axis=-1, keepdims=True), logits, 0.0)
     rand = jax.random.categorical(jax.random.fold_in(key, 1), logits).astype(jnp.int32) + 1
-    return jnp.where(episode_step < random_moves, rand, action).astype(jnp.int32)
+    is_random = episode_step < random_moves
+    if random_move_prob:
+        coin = jax.random.uniform(jax.random.fold_in(key, 2), action.shape) < random_move_prob
+        is_random = is_random | coin
+    is_random = is_random & jnp.any(legal_actions, axis=-1)
+    return jnp.where(is_random, rand, action).astype(jnp.int32), is_random
 
 
 def act_step(
@@ -114,13 +126,15 @@ def act_step(
     discount: float,
     explore_moves: int | None = None,
     random_moves: int = 0,
+    random_move_prob: float = 0.0,
 ) -> tuple[ActorCarry, StepSample]:
     """Search at the current step of every environment, act, and step the environments.
 
     ``temperature`` (PUCT) and the Gumbel noise apply to the first
     ``explore_moves`` moves of each episode; later moves are greedy
     (AlphaZero's opening exploration). ``None`` explores on every move.
-    The first ``random_moves`` moves are uniformly random legal moves.
+    The first ``random_moves`` moves are uniformly random legal moves, later
+    ones with probability ``random_move_prob``.
     """
     rng, search_key = jax.random.split(carry.rng)
     ts = carry.timestep
@@ -134,8 +148,10 @@ def act_step(
         discount=discount, two_player=env.spec.two_player,
         temperature=temperature * explore, gumbel_scale=planner.gumbel_scale * explore,
     )
-    action = random_opening(search_key, ts.legal_actions, carry.env_state.episode_step, random_moves, out.action)
+    action, is_random = random_exploration(search_key, ts.legal_actions, carry.env_state.episode_step,
+                                           out.action, random_moves, random_move_prob)
     action = jnp.where(ts.is_last, DUMMY_ACTION, action)
+    is_random = is_random & ~ts.is_last
     truncated_last = ts.is_last & ~ts.is_terminal
     root_value = jnp.where(truncated_last, out.prior_value, out.root_value)
     state, next_ts = step_batch(env, carry.env_state, jnp.maximum(action - 1, 0))
@@ -153,15 +169,17 @@ def act_step(
         prior_value=out.prior_value,
         policy_entropy=out.policy_entropy,
         max_depth=out.max_depth,
+        random_action=is_random,
     )
     return ActorCarry(state, next_ts, history, rng), sample
 
 
 def make_rollout(env: DeviceEnv, model: Model, planner: PlannerConfig, discount: float, num_steps: int,
-                 explore_moves: int | None = None, random_moves: int = 0):
+                 explore_moves: int | None = None, random_moves: int = 0, random_move_prob: float = 0.0):
     """Jitted ``(params, carry, temperature) -> (carry, StepSample [T, B])`` over ``num_steps`` steps."""
     step = functools.partial(act_step, env=env, model=model, planner=planner, discount=discount,
-                             explore_moves=explore_moves, random_moves=random_moves)
+                             explore_moves=explore_moves, random_moves=random_moves,
+                             random_move_prob=random_move_prob)
 
     def rollout(params, carry, temperature):
         def body(c, _):
@@ -170,6 +188,13 @@ def make_rollout(env: DeviceEnv, model: Model, planner: PlannerConfig, discount:
         return jax.lax.scan(body, carry, None, length=num_steps)
 
     return jax.jit(rollout)
+
+
+def _with_random_action(piece: dict) -> dict:
+    """A saved assembler piece, with ``random_action`` all False if it predates that field."""
+    if "random_action" not in piece:
+        piece["random_action"] = np.zeros(piece["action"].shape, np.bool_)
+    return piece
 
 
 class TrajectoryAssembler:
@@ -203,7 +228,7 @@ class TrajectoryAssembler:
     def _finish(self, b: int) -> Trajectory:
         pieces = self._pending[b]
         self._pending[b] = []
-        cat = {f: np.concatenate([getattr(p, f) for p in pieces]) for f in ("frame", "action", "reward", "to_play", "root_value", "root_policy", "is_first", "is_terminal")}
+        cat = {f: np.concatenate([getattr(p, f) for p in pieces]) for f in ("frame", "action", "reward", "to_play", "root_value", "root_policy", "is_first", "is_terminal", "random_action")}
         if not cat["is_first"][0]:
             raise RuntimeError("an episode did not start with a first step; the segments were not contiguous")
         length = cat["action"].shape[0]
@@ -217,6 +242,7 @@ class TrajectoryAssembler:
             first=np.int32(0),
             last=np.int32(length - 1),
             is_terminal=np.bool_(cat["is_terminal"][-1]),
+            random_actions=cat["random_action"].astype(np.bool_),
         )
 
     def state_dict(self) -> list[dict]:
@@ -234,7 +260,8 @@ class TrajectoryAssembler:
         if len(state) != self.num_envs:
             raise ValueError(f"assembler state has {len(state)} environments, this actor {self.num_envs}")
         self._pending = [
-            [StepSample(**{k: np.asarray(v) for k, v in piece.items()})] if np.asarray(piece["action"]).shape[0] else []
+            [StepSample(**_with_random_action({k: np.asarray(v) for k, v in piece.items()}))]
+            if np.asarray(piece["action"]).shape[0] else []
             for piece in state
         ]
 

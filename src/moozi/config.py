@@ -332,6 +332,11 @@ class DriverConfig:
       uniformly random legal moves (the search still runs and its policy is
       the target): self-play then meets every opening, including the ones
       its own policy would never play (board games).
+    random_move_prob: every later training move is a uniformly random legal
+      move with this probability (epsilon exploration; 0 = off). Self-play then
+      meets the mistakes its own policy no longer makes, and learns to punish
+      them. Value targets never run through a random move: they stop there and
+      bootstrap from the search value (see moozi.targets).
     max_env_steps: stop after this many environment steps (None: no limit).
     seed: root of every random stream.
     """
@@ -351,6 +356,7 @@ class DriverConfig:
     temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
     explore_moves: int | None = None
     random_moves: int = 0
+    random_move_prob: float = 0.0
     max_env_steps: int | None = None
     seed: int = 0
 
@@ -362,6 +368,7 @@ class DriverConfig:
         _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
         _nonneg_int(o, "test_every", self.test_every)
         _nonneg_int(o, "random_moves", self.random_moves)
+        _number_in(o, "random_move_prob", self.random_move_prob, 0.0, 1.0)
         _nonneg_int(o, "seed", self.seed)
         _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
         _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)

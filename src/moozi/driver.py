@@ -96,7 +96,7 @@ class Trainer:
             self.actor_carry = acting.init_actor(self.env, config.env.num_envs, L, k_actor)
             self.rollout = acting.make_rollout(
                 self.env, self.model, config.planner, config.targets.discount, d.steps_per_epoch, d.explore_moves,
-                d.random_moves,
+                d.random_moves, d.random_move_prob,
             )
             self.test_carry = acting.init_match(self.env, d.test_envs, L, k_test)
             self.test_rollout = acting.make_match_rollout(
@@ -119,7 +119,8 @@ class Trainer:
         pool = make_pool(c.env.name, c.env.num_envs, seed=d.seed, num_workers=c.env.num_workers,
                          modules=c.env.modules, **c.env.kwargs)
         self.host_actor = HostActor(pool, self.model, c.planner, c.targets.discount, c.targets.history_length,
-                                    d.steps_per_epoch, k_actor, d.explore_moves, d.random_moves)
+                                    d.steps_per_epoch, k_actor, d.explore_moves, d.random_moves,
+                                    random_move_prob=d.random_move_prob)
         test_pool = make_pool(c.env.name, d.test_envs, seed=episode_seed(d.seed, -1 % 2**31, 0),
                               modules=c.env.modules, **c.env.kwargs)
         self.host_test = HostMatch(test_pool, self.model, c.test_planner, c.targets.discount,

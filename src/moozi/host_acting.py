@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.acting import StepSample, random_opening
+from moozi.acting import StepSample, random_exploration
 from moozi.config import PlannerConfig
 from moozi.envs.contract import TimeStep
 from moozi.model.history import history_init, history_observation, history_push
@@ -48,8 +48,10 @@ def host_random_opponent(rng: np.random.Generator, timestep: TimeStep) -> np.nda
 
 def _policy_step(params, history, observation, prev_action, is_first, legal, episode_step, rng, temperature, *,
                  model: Model, planner: PlannerConfig, discount: float, two_player: bool, explore_moves,
-                 random_moves: int = 0):
-    """Push o_t onto the histories, then search at t (the jitted body of a host step)."""
+                 random_moves: int = 0, random_move_prob: float = 0.0):
+    """Push o_t onto the histories, then search at t (the jitted body of a host step).
+
+    Returns ``(history, SearchOutput, is_random [B] bool)``."""
     history = history_push(history, observation, prev_action, is_first)
     obs = history_observation(history, model.num_actions)
     if explore_moves is None:
@@ -58,19 +60,18 @@ def _policy_step(params, history, observation, prev_action, is_first, legal, epi
         explore = (episode_step < explore_moves).astype(jnp.float32)
     out = plan(model, params, rng, obs, legal, planner, discount=discount, two_player=two_player,
                temperature=temperature * explore, gumbel_scale=planner.gumbel_scale * explore)
-    if random_moves:
-        action = random_opening(rng, legal, episode_step, random_moves, out.action)
-        out = out.replace(action=action, env_action=action - 1)
-    return history, out
+    action, is_random = random_exploration(rng, legal, episode_step, out.action, random_moves, random_move_prob)
+    out = out.replace(action=action, env_action=action - 1)
+    return history, out, is_random
 
 
 def make_policy(model: Model, planner: PlannerConfig, discount: float, two_player: bool,
-                explore_moves: int | None = None, random_moves: int = 0):
+                explore_moves: int | None = None, random_moves: int = 0, random_move_prob: float = 0.0):
     """Jitted ``(params, history, observation, prev_action, is_first, legal, episode_step, rng, temperature)
-    -> (history, SearchOutput)`` for a batch of host environments."""
+    -> (history, SearchOutput, is_random)`` for a batch of host environments."""
     return jax.jit(functools.partial(_policy_step, model=model, planner=planner, discount=discount,
                                      two_player=two_player, explore_moves=explore_moves,
-                                     random_moves=random_moves))
+                                     random_moves=random_moves, random_move_prob=random_move_prob))
 
 
 class HostActor:
@@ -84,16 +85,18 @@ class HostActor:
       explore_moves: temperature / Gumbel noise on the first moves of each episode only (None: all).
       rng: PRNG key for search and action sampling.
       random_moves: the first moves of each episode are uniformly random legal moves.
+      random_move_prob: later moves are uniformly random with this probability.
     """
 
     def __init__(self, pool, model: Model, planner: PlannerConfig, discount: float, history_length: int,
-                 num_steps: int, rng, explore_moves: int | None = None, random_moves: int = 0, policy=None):
+                 num_steps: int, rng, explore_moves: int | None = None, random_moves: int = 0, policy=None,
+                 random_move_prob: float = 0.0):
         self.pool = pool
         self.num_envs = pool.num_envs
         self.num_steps = num_steps
         self.history_length = history_length
         self.policy = policy or make_policy(model, planner, discount, pool.spec.two_player, explore_moves,
-                                            random_moves)
+                                            random_moves, random_move_prob)
         self.rng = rng
         self.restart()
 
@@ -110,7 +113,7 @@ class HostActor:
         for _ in range(self.num_steps):
             self.rng, key = jax.random.split(self.rng)
             episode_step = self.pool.episode_step
-            self.history, out = self.policy(
+            self.history, out, is_random = self.policy(
                 params, self.history, ts.observation, self.prev_action, ts.is_first, ts.legal_actions,
                 episode_step, key, jnp.float32(temperature),
             )
@@ -130,6 +133,7 @@ class HostActor:
                 prior_value=out.prior_value,
                 policy_entropy=out.policy_entropy,
                 max_depth=out.max_depth,
+                random_action=np.asarray(is_random) & ~ts.is_last,
             ))
             ts = self.pool.step(np.maximum(action - 1, 0))
             self.prev_action = action
@@ -186,7 +190,7 @@ class HostMatch:
         ts = self.timestep
         for _ in range(max_steps):
             self.rng, key = jax.random.split(self.rng)
-            self.history, out = self.policy(
+            self.history, out, _ = self.policy(
                 params, self.history, ts.observation, self.prev_action, ts.is_first, ts.legal_actions,
                 self.pool.episode_step, key, jnp.float32(0.0),
             )

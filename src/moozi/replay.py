@@ -267,6 +267,7 @@ class ReplayBuffer:
         self._rewards = np.zeros(cap, np.float32)
         self._root_values = np.zeros(cap, np.float32)
         self._to_play = np.zeros(cap, np.int32)
+        self._random_actions = np.zeros(cap, np.bool_)
         self._slot_traj = np.full(cap, -1, np.int64)
         self._priority = np.zeros(cap, np.float64)  # raw |v*-G| + eps; 0 if not sampleable
         self._sampleable = np.zeros(cap, np.bool_)
@@ -426,6 +427,16 @@ class ReplayBuffer:
         for name in ("frames", "rewards", "root_values", "root_policies"):
             if not np.all(np.isfinite(a[name])):
                 raise ReplayError(f"trajectory.{name} contains NaN or infinite values")
+        if traj.random_actions is None:
+            a["random_actions"] = np.zeros(size, np.bool_)
+        else:
+            a["random_actions"] = np.asarray(traj.random_actions)
+            if a["random_actions"].shape != (size,):
+                raise ReplayError(
+                    f"trajectory.random_actions must have shape [S] = ({size},) like frames, "
+                    f"got {a['random_actions'].shape}"
+                )
+            a["random_actions"] = a["random_actions"].astype(np.bool_)
         return a
 
     def _allocate(self, frame_shape, num_actions: int, frames: np.ndarray) -> None:
@@ -508,6 +519,7 @@ class ReplayBuffer:
         self._root_values[slots] = a["root_values"]
         self._root_policies[slots] = a["root_policies"]
         self._to_play[slots] = a["to_play"]
+        self._random_actions[slots] = a["random_actions"]
         self._slot_traj[slots] = tid
         ok = np.ones(size, np.bool_)
         if not self.config.sample_last_step:
@@ -664,6 +676,7 @@ class ReplayBuffer:
             first=(big_l - t).astype(np.int32),
             last=(last - t + big_l).astype(np.int32),
             is_terminal=self._traj_terminal[rec].copy(),
+            random_actions=self._random_actions[wslots],
         )
         return window, np.full(slots.shape, big_l, np.int32)
 
@@ -743,6 +756,7 @@ class ReplayBuffer:
             first=np.int32(0),
             last=np.int32(slots.size - 1),
             is_terminal=np.bool_(self._traj_terminal[rec]),
+            random_actions=self._random_actions[slots].copy(),
         )
 
     def update_search_stats(
@@ -790,6 +804,7 @@ class ReplayBuffer:
             "rewards": self._rewards[slots],
             "root_values": self._root_values[slots],
             "to_play": self._to_play[slots],
+            "random_actions": self._random_actions[slots],
             "is_terminal": self._traj_terminal[rec],
         }
         prio = self._computed_priorities(a)
@@ -803,7 +818,8 @@ class ReplayBuffer:
     def _computed_priorities(self, a: Mapping[str, Any]) -> np.ndarray:
         """``|v*_i - G^N_i| + epsilon`` for one whole episode (padded to a bucket length).
 
-        :func:`moozi.targets.priorities` reads rewards, values and to_play only,
+        :func:`moozi.targets.priorities` reads rewards, values, to_play and
+        random_actions only,
         so frames and policies are passed as 1-element placeholders.
         """
         size = np.asarray(a["rewards"]).shape[0]
@@ -823,6 +839,7 @@ class ReplayBuffer:
             first=np.int32(0),
             last=np.int32(size - 1),
             is_terminal=np.bool_(a["is_terminal"]),
+            random_actions=padded(a["random_actions"], np.bool_),
         )
         prio = np.asarray(_priorities_fn(self.target_config)(traj), np.float64)[:size]
         return prio + self.config.epsilon
@@ -853,8 +870,10 @@ class ReplayBuffer:
     _STATE_VERSION = 1
     _ARRAYS = (
         "actions", "rewards", "root_values", "to_play", "slot_traj", "priority",
-        "sampleable", "traj_start", "traj_len", "traj_terminal", "rank_order",
+        "sampleable", "traj_start", "traj_len", "traj_terminal", "rank_order", "random_actions",
     )
+    # Keys a checkpoint written before they existed may lack, with their fill value.
+    _OPTIONAL = {"random_actions": False}
     _INTS = (
         "size", "num_sampleable", "total_steps", "oldest_id", "next_id", "rank_changes",
     )
@@ -890,7 +909,8 @@ class ReplayBuffer:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore from :meth:`state_dict` (into a buffer built with the same config)."""
-        missing = [k for k in ("version", "capacity", *self._ARRAYS, *self._INTS) if k not in state]
+        missing = [k for k in ("version", "capacity", *self._ARRAYS, *self._INTS)
+                   if k not in state and k not in self._OPTIONAL]
         if missing:
             raise ReplayError(f"replay state is missing keys: {', '.join(missing)}")
         if int(state["version"]) != self._STATE_VERSION:
@@ -936,6 +956,9 @@ class ReplayBuffer:
             self._frames = self._root_policies = None
         for name in self._ARRAYS:
             current = getattr(self, "_" + name)
+            if name not in state:  # an older checkpoint: the documented fill value
+                setattr(self, "_" + name, np.full_like(current, self._OPTIONAL[name]))
+                continue
             value = np.array(state[name], dtype=current.dtype)
             if name != "rank_order" and value.shape != current.shape:
                 raise ReplayError(

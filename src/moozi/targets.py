@@ -18,6 +18,13 @@ terminal episode (the absorbing state is worth 0) and ``gamma^(T-j) s(j, T) v*_T
 for a truncated one (for ``j <= T``; ``j > T`` of a truncated episode has no
 target, ``value_mask = 0``).
 
+Random exploration moves cut the return: if some ``a_e`` with ``j <= e < j + N``,
+``e < T``, was a uniformly random move (``traj.random_actions``), the first such
+``e`` ends the sum, ``G_j = sum_{i<e-j} gamma^i s(j, j+i) r_{j+i+1} +
+gamma^(e-j) s(j, e) v*_e`` (so ``G_e = v*_e``): the search value at ``e`` says
+what the position is worth under the search's own move, which the random move
+did not play.
+
 Two-player signs come from ``to_play`` alone: a reward ``r_{i+1}`` is from the
 point of view of ``to_play[i]`` (the player who moved), a value ``v*_i`` from
 that of ``to_play[i]`` (the player to move), and ``s(j, i) = +1`` if
@@ -80,13 +87,23 @@ def _returns_at(traj: Trajectory, js: Array, config: TargetConfig):
     # Rewards r_{j+i+1}, i < N, from the point of view of the mover to_play[j+i].
     steps = js[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]  # [M, N] = j + i
     reward_ok = steps + 1 <= last
+    if traj.random_actions is None:
+        has_cut = jnp.zeros(js.shape, jnp.bool_)
+        cut_idx = js
+    else:
+        # The first random move a_e (e in j .. j+N-1, before the end) ends the sum.
+        cut = _read(traj.random_actions, steps).astype(jnp.bool_) & (steps < last) & (steps >= first)
+        reward_ok = reward_ok & (jnp.cumsum(cut, axis=-1) == 0)
+        has_cut = jnp.any(cut, axis=-1)
+        cut_idx = js + jnp.argmax(cut, axis=-1).astype(jnp.int32)
     rewards = jnp.where(reward_ok, _read(traj.rewards, steps + 1), 0.0).astype(jnp.float32)
     reward_sign = jnp.where(_read(traj.to_play, steps) == me[:, None], 1.0, -1.0)
     reward_sum = jnp.sum(disc[None, :n] * reward_sign * rewards, axis=-1)
 
-    # Bootstrap from v*_{j+N} inside the episode, from v*_T when truncated.
-    boot_idx = jnp.minimum(js + n, last)
-    boot_on = (js + n < last) | (~terminal & (js <= last))
+    # Bootstrap from v*_{j+N} inside the episode, from v*_T when truncated,
+    # from v*_e at a random move e.
+    boot_idx = jnp.where(has_cut, cut_idx, jnp.minimum(js + n, last))
+    boot_on = has_cut | (js + n < last) | (~terminal & (js <= last))
     boot_sign = jnp.where(_read(traj.to_play, boot_idx) == me, 1.0, -1.0)
     boot_disc = disc[jnp.clip(boot_idx - js, 0, n)]
     boot_value = _read(traj.root_values, boot_idx).astype(jnp.float32)

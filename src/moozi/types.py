@@ -87,6 +87,10 @@ class Trajectory:
       last: ``[]`` int32 index of the episode's last step T.
       is_terminal: ``[]`` bool, the episode ended by termination (True) or
         truncation (False, values bootstrap from v*_T).
+      random_actions: ``[S]`` bool, a_i was a uniformly random exploration move
+        (not the search's choice): value targets of earlier steps stop at i and
+        bootstrap from v*_i instead of crediting that move's outcome. ``None``
+        (the default) means no step was random.
     """
 
     frames: Array
@@ -98,6 +102,7 @@ class Trajectory:
     first: Array
     last: Array
     is_terminal: Array
+    random_actions: Array | None = None
 
 
 @struct.dataclass

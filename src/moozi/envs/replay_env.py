@@ -86,7 +86,10 @@ def _unbatch(trajectories) -> list[Trajectory]:
         n = first.shape[0]
         if frames.shape[:1] != (n,):
             raise ValueError(f"a batched Trajectory has first of shape {first.shape} but frames of shape {frames.shape}")
-        return [Trajectory(**{f.name: np.asarray(getattr(trajectories, f.name))[k]
+        def row(value, k):
+            return None if value is None else np.asarray(value)[k]
+
+        return [Trajectory(**{f.name: row(getattr(trajectories, f.name), k)
                               for f in dataclasses.fields(trajectories)}) for k in range(n)]
     out = []
     for tr in trajectories:
