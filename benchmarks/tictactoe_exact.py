@@ -1,0 +1,103 @@
+"""Exact loss probability of a tic-tac-toe run (pgx or OpenSpiel) against the perfect player.
+
+Usage: .venv/bin/python benchmarks/tictactoe_exact.py RUN_DIR
+
+Walks every game the perfect opponent of `moozi eval --opponent perfect`
+(uniform among its optimal moves) can play against the agent's test policy
+(the run's test planner with no noise, as `moozi eval` plays it; Gumbel with
+gumbel_scale 0 is deterministic), once with the agent moving first and once
+second, and prints the probability of each outcome and the losing lines.
+Observations come from the game's own environment, replayed move by move.
+Needs history_length 1.
+"""
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from moozi.driver import build_parts, load_params, load_run_config
+from moozi.envs.pool import make_pool
+from moozi.eval import perfect
+from moozi.model.history import history_init, history_observation, history_push
+from moozi.planner import plan
+
+run = sys.argv[1]
+cfg = load_run_config(run)
+assert cfg.targets.history_length == 1, "this walk feeds one frame per decision"
+env, model = build_parts(cfg)
+params, meta = load_params(run, model)
+sol = perfect.solve()
+A = model.num_actions
+
+if env.spec.path == "host":
+    env.close()
+    pool = make_pool(cfg.env.name, 1, seed=0, **cfg.env.kwargs)
+
+    def observe(moves):
+        ts = pool.reset(0)
+        for m in moves:
+            ts = pool.step(np.asarray([m]))
+        return np.asarray(ts.observation[0]), np.asarray(ts.legal_actions[0])
+else:
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+
+    def observe(moves):
+        state, ts = reset(jax.random.key(0))
+        for m in moves:
+            state, ts = step(state, jnp.int32(m))
+        return np.asarray(ts.observation), np.asarray(ts.legal_actions)
+
+
+@jax.jit
+def agent_move(frame, prev_action, is_first, legal):
+    h = history_push(history_init(1, frame.shape[1:], 1), frame, prev_action, is_first)
+    out = plan(model, params, jax.random.key(0), history_observation(h, A), legal, cfg.test_planner,
+               discount=cfg.targets.discount, two_player=True, temperature=jnp.zeros(1), gumbel_scale=jnp.zeros(1))
+    return out.action[0] - 1
+
+
+def cells_of(moves):  # mover-relative board: +1 mover, -1 opponent (x moves first)
+    c = np.zeros(9, np.int8)
+    for i, m in enumerate(moves):
+        c[m] = 1 if i % 2 == len(moves) % 2 else -1
+    return c
+
+
+def winner(moves):
+    for p in (0, 1):
+        mine = set(moves[p::2])
+        if any(all(int(x) in mine for x in line) for line in perfect.LINES):
+            return p
+    return None
+
+
+def walk(moves, seat, prob, out):
+    w = winner(moves)
+    if w is not None or len(moves) == 9:
+        key = "draw" if w is None else ("win" if w == seat else "loss")
+        out[key] += prob
+        if key == "loss":
+            out["lines"].append((prob, moves))
+        return
+    if len(moves) % 2 == seat:
+        frame, legal = observe(moves)
+        prev = moves[-1] + 1 if moves else 0
+        a = int(agent_move(jnp.asarray(frame)[None], jnp.asarray([prev]), jnp.asarray([not moves]),
+                           jnp.asarray(legal)[None]))
+        walk(moves + [a], seat, prob, out)
+    else:
+        opt = np.flatnonzero(sol.optimal[int(perfect.encode(jnp.asarray(cells_of(moves))))])
+        for m in opt:
+            walk(moves + [int(m)], seat, prob / len(opt), out)
+
+
+print(f"{run}: {cfg.env.name}, {meta['counters']['updates']} updates, test planner "
+      f"{cfg.test_planner.kind} {cfg.test_planner.num_simulations} simulations")
+for seat, name in ((0, "first"), (1, "second")):
+    out = {"win": 0.0, "draw": 0.0, "loss": 0.0, "lines": []}
+    walk([], seat, 1.0, out)
+    print(f"agent moving {name}: P(win) = {out['win']:.4f}, P(draw) = {out['draw']:.4f}, "
+          f"P(loss) = {out['loss']:.4f} ({len(out['lines'])} losing lines)")
+    for p, m in sorted(out["lines"], reverse=True)[:10]:
+        print(f"   p = {p:.4f}: {' '.join(('x' if i % 2 == 0 else 'o') + str(c) for i, c in enumerate(m))}")
