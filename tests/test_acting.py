@@ -53,6 +53,24 @@ def test_segments_assemble_into_whole_episodes(setup):
     assert total == 4 * T * B
 
 
+def test_assembler_state_round_trips_and_loads_states_without_random_flags(setup):
+    env, model, params, planner, rollout = setup
+    carry = acting.init_actor(env, B, L, jax.random.key(1))
+    asm = acting.TrajectoryAssembler(B)
+    asm.add(rollout(params, carry, jnp.float32(1.0))[1])
+    assert asm.pending_steps() > 0
+    state = asm.state_dict()
+    old = [{k: v for k, v in piece.items() if k != "random_action"} for piece in state]
+    for saved, flags in ((state, None), (old, False)):
+        again = acting.TrajectoryAssembler(B)
+        again.load_state_dict(saved)
+        assert again.pending_steps() == asm.pending_steps()
+        for mine, theirs in zip(asm._pending, again._pending):
+            if mine:
+                expected = mine[0].random_action if flags is None else np.zeros_like(mine[0].random_action)
+                np.testing.assert_array_equal(np.concatenate([p.random_action for p in theirs]), expected)
+
+
 def test_no_exploration_after_explore_moves_is_greedy(setup):
     env, model, params, planner, _ = setup
     greedy = acting.make_rollout(env, model, planner, 1.0, T)
