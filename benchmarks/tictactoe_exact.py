@@ -64,18 +64,11 @@ def cells_of(moves):  # mover-relative board: +1 mover, -1 opponent (x moves fir
     return c
 
 
-def winner(moves):
-    for p in (0, 1):
-        mine = set(moves[p::2])
-        if any(all(int(x) in mine for x in line) for line in perfect.LINES):
-            return p
-    return None
-
-
 def walk(moves, seat, prob, out):
-    w = winner(moves)
-    if w is not None or len(moves) == 9:
-        key = "draw" if w is None else ("win" if w == seat else "loss")
+    board = int(perfect.encode(jnp.asarray(cells_of(moves))))
+    if sol.terminal[board]:  # value -1: the player who just moved made a line; 0: a full board
+        to_move_lost = sol.value[board] < 0
+        key = "draw" if not to_move_lost else ("loss" if len(moves) % 2 == seat else "win")
         out[key] += prob
         if key == "loss":
             out["lines"].append((prob, moves))
@@ -87,7 +80,7 @@ def walk(moves, seat, prob, out):
                            jnp.asarray(legal)[None]))
         walk(moves + [a], seat, prob, out)
     else:
-        opt = np.flatnonzero(sol.optimal[int(perfect.encode(jnp.asarray(cells_of(moves))))])
+        opt = np.flatnonzero(sol.optimal[board])
         for m in opt:
             walk(moves + [int(m)], seat, prob / len(opt), out)
 

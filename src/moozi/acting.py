@@ -100,8 +100,9 @@ def random_exploration(key, legal_actions, episode_step, action, random_moves: i
     first ``random_moves`` moves of an episode and, after them, with probability
     ``random_move_prob`` (epsilon exploration). Both are static; 0 is a no-op.
 
-    Returns ``(action [B] int32, is_random [B] bool)``. The key is derived from
-    the search key, so both acting paths draw the same moves."""
+    Returns ``(action [B] int32, is_random [B] bool)``; ``is_random`` is never
+    set where nothing is legal (every last step, by the environment contract).
+    The key is derived from the search key, so both acting paths draw the same moves."""
     if not random_moves and not random_move_prob:
         return action.astype(jnp.int32), jnp.zeros(action.shape, jnp.bool_)
     logits = jnp.where(legal_actions, 0.0, -jnp.inf)
@@ -151,7 +152,6 @@ def act_step(
     action, is_random = random_exploration(search_key, ts.legal_actions, carry.env_state.episode_step,
                                            out.action, random_moves, random_move_prob)
     action = jnp.where(ts.is_last, DUMMY_ACTION, action)
-    is_random = is_random & ~ts.is_last
     truncated_last = ts.is_last & ~ts.is_terminal
     root_value = jnp.where(truncated_last, out.prior_value, out.root_value)
     state, next_ts = step_batch(env, carry.env_state, jnp.maximum(action - 1, 0))

@@ -133,7 +133,7 @@ class HostActor:
                 prior_value=out.prior_value,
                 policy_entropy=out.policy_entropy,
                 max_depth=out.max_depth,
-                random_action=np.asarray(is_random) & ~ts.is_last,
+                random_action=np.asarray(is_random),
             ))
             ts = self.pool.step(np.maximum(action - 1, 0))
             self.prev_action = action
