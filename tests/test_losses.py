@@ -50,6 +50,15 @@ def test_cosine_distance_golden():
     np.testing.assert_allclose(cosine_distance(a, b), [1.0, 0.0, 2.0], atol=1e-6)
 
 
+def test_cosine_distance_gradient_is_finite_at_zero():
+    # A projection whose weights decayed to zero must not turn the gradient NaN.
+    zero = jnp.zeros((2, 3))
+    b = jnp.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    np.testing.assert_allclose(cosine_distance(zero, b), [1.0, 1.0])
+    grad = jax.grad(lambda a: jnp.sum(cosine_distance(a, b)))(zero)
+    assert np.all(np.isfinite(grad))
+
+
 def test_scale_gradient_halves_gradient_only():
     f = lambda x: jnp.sum(scale_gradient(x, 0.5) ** 2)
     x = jnp.array([1.0, -2.0])
@@ -90,6 +99,19 @@ def test_importance_weights_and_value_mask(mlp):
     masked = batch.replace(targets=batch.targets.replace(value_mask=np.zeros((B, K + 1), np.float32)))
     _, m = f(params, model, masked, cfg)
     assert float(m["metrics"]["loss/value"]) == 0.0
+
+
+def test_zero_consistency_coef_drops_the_term_and_keeps_gradients_finite(mlp):
+    # With c^s = 0 the projection gets only the L2 gradient, so Adam decays it
+    # to zero; that must not matter (it once turned every parameter NaN).
+    model, params, shape = mlp
+    cfg = LearnerConfig(consistency_coef=0.0)
+    zeroed = jax.tree_util.tree_map_with_path(
+        lambda path, x: jnp.zeros_like(x) if "proj" in jax.tree_util.keystr(path) else x, params
+    )
+    grads, aux = jax.grad(loss_fn, has_aux=True)(zeroed, model, _batch(shape), cfg)
+    assert float(aux["metrics"]["loss/consistency"]) == 0.0
+    assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
 
 
 def test_target_network_refreshes_every_period(mlp):

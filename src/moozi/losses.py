@@ -38,10 +38,17 @@ def entropy(probs):
 
 
 def cosine_distance(a, b):
-    """``[B, D]`` x ``[B, D]`` -> ``[B]`` ``1 - cos(a, b)``."""
-    a = a / jnp.maximum(jnp.linalg.norm(a, axis=-1, keepdims=True), 1e-8)
-    b = b / jnp.maximum(jnp.linalg.norm(b, axis=-1, keepdims=True), 1e-8)
-    return 1.0 - jnp.sum(a * b, axis=-1)
+    """``[B, D]`` x ``[B, D]`` -> ``[B]`` ``1 - cos(a, b)``.
+
+    The norm is floored under the square root: the gradient of ``linalg.norm``
+    at a zero vector is NaN, and a zero projection (e.g. weights decayed to 0)
+    would otherwise poison every parameter through the backward pass.
+    """
+
+    def unit(x):
+        return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), 1e-16))
+
+    return 1.0 - jnp.sum(unit(a) * unit(b), axis=-1)
 
 
 def l2_norm_squared(params):
@@ -114,7 +121,7 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         policy_logits.append(step.policy_logits)
         value_logits.append(step.value_logits)
         reward_logits.append(step.reward_logits)
-        if k == 0:
+        if k == 0 and config.consistency_coef > 0:
             online = model.projection(params, hidden)
             target = jax.lax.stop_gradient(model.represent(params, t.next_observation))
             consistency = cosine_distance(online, target.reshape(target.shape[0], -1)) * t.consistency_mask
