@@ -4,23 +4,33 @@ Layout of a checkpoints folder (typically ``run_dir/"checkpoints"``)::
 
     checkpoints/
       step_000000100/
-        state.msgpack     the state tree (flax msgpack: nested maps of arrays/scalars)
+        learner.msgpack   one part per component (flax msgpack: nested maps of arrays/scalars)
+        replay.msgpack
+        actor.msgpack
         metadata.json     checkpoint record + the caller's metadata (see below)
       step_000000200/
         ...
       .tmp-step_000000300-<hex>/   a save in progress (or left by a crash; ignored
                                    by readers, deleted by the next save)
 
+Each component writes its own part (:func:`write_part`, possibly from another
+process into the pending folder); :meth:`PendingCheckpoint.commit` writes
+``metadata.json`` and commits every part together with one atomic rename.
+A part may be left out of some checkpoints (replay is large and may be saved
+less often); loaders can ask for the newest checkpoint holding given parts.
+
 ``metadata.json`` is one JSON object::
 
-    {"format": "moozi-checkpoint", "format_version": 1, "step": 200,
-     "created": "2025-01-01T00:00:00+00:00", "data_file": "state.msgpack",
-     "data_bytes": 12345, "data_sha256": "<hex>",
+    {"format": "moozi-checkpoint", "format_version": 2, "step": 200,
+     "created": "2025-01-01T00:00:00+00:00",
+     "parts": {"learner": {"file": "learner.msgpack", "bytes": 12345, "sha256": "<hex>"}, ...},
      "versions": {"moozi": ..., "jax": ..., "flax": ..., "numpy": ..., "python": ...},
      "metadata": {...the caller's metadata, returned by the loaders...}}
 
-``state.msgpack`` holds ``{"format": "moozi-checkpoint-state", "format_version": 1,
+A part file holds ``{"format": "moozi-checkpoint-state", "format_version": 2,
 "prng_keys": [{"path": [...], "impl": "threefry2x32"}, ...], "state": {...}}``.
+Checkpoints of format 1 (one ``state.msgpack`` blob, moozi 0.1) are refused
+with :class:`LegacyCheckpointError`, which says so.
 
 Saving converts the state with :func:`flax.serialization.to_state_dict`, so any
 pytree flax knows works as a leaf container: dicts, lists/tuples, optax
@@ -69,11 +79,11 @@ logger = logging.getLogger("moozi.checkpoint")
 
 FORMAT = "moozi-checkpoint"
 STATE_FORMAT = "moozi-checkpoint-state"
-FORMAT_VERSION = 1
-DATA_FILE = "state.msgpack"
+FORMAT_VERSION = 2
 METADATA_FILE = "metadata.json"
 
 _NAME_RE = re.compile(r"^step_(\d+)$")
+_PART_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _TMP_PREFIX = ".tmp-"
 _REPLACED_PREFIX = ".replaced-"
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
@@ -81,6 +91,10 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 class CheckpointError(RuntimeError):
     """No usable checkpoint, a checkpoint that does not match its template, or bad save arguments."""
+
+
+class LegacyCheckpointError(CheckpointError):
+    """A checkpoint written by an older moozi in a format this one does not read (not a fallback case)."""
 
 
 class CorruptCheckpointError(CheckpointError):
@@ -247,47 +261,13 @@ def list_checkpoints(directory: str | os.PathLike) -> list[CheckpointInfo]:
     return sorted(found, key=lambda c: c.step)
 
 
-def save_checkpoint(
-    directory: str | os.PathLike,
-    step: int,
-    state: Mapping[str, Any],
-    metadata: Mapping[str, Any],
-    keep: int = 3,
-) -> Path:
-    """Write ``state`` and ``metadata`` atomically as ``directory/step_XXXXXXXXX``.
 
-    Args:
-      directory: the checkpoints folder (created if missing), e.g. ``run_dir/"checkpoints"``.
-      step: training step (``int >= 0``); names the folder. Saving a step that
-        already exists replaces it (the new one is complete before the old one moves).
-      state: nested dict of arrays / scalars / strings / PRNG keys / pytrees such
-        as ``TrainState`` (see the module docstring).
-      metadata: JSON-serializable dict (config, counters, ...) stored in
-        ``metadata.json`` and returned by the loaders; numpy scalars are converted.
-      keep: how many checkpoints to keep (``int >= 1``); older ones, by step, are
-        deleted after the new one is in place. The new one is never deleted.
-
-    Returns:
-      The path of the new checkpoint folder.
-
-    Raises:
-      CheckpointError: bad ``step``/``keep``, a leaf that is not data, or
-        metadata that is not JSON. Nothing is written in that case.
-    """
+def _encode_part(state: Mapping[str, Any]) -> bytes:
+    """Validate one part's state tree and serialise it (nothing touches the disk)."""
     from flax import serialization
 
-    if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
-        raise CheckpointError(f"step = {step!r} is invalid: allowed an integer >= 0")
-    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-        raise CheckpointError(f"keep = {keep!r} is invalid: allowed an integer >= 1")
     if not isinstance(state, Mapping):
-        raise CheckpointError(f"state must be a dict, got {type(state).__qualname__}")
-    if not isinstance(metadata, Mapping):
-        raise CheckpointError(f"metadata must be a dict, got {type(metadata).__qualname__}")
-    step = int(step)
-    directory = Path(directory)
-
-    # Encode everything before touching the disk.
+        raise CheckpointError(f"a part's state must be a dict, got {type(state).__qualname__}")
     prng_keys: list[dict[str, Any]] = []
     encoded = _encode(serialization.to_state_dict(dict(state)), (), prng_keys)
     payload = {
@@ -297,63 +277,154 @@ def save_checkpoint(
         "state": encoded,
     }
     try:
-        data = serialization.msgpack_serialize(payload)
+        return serialization.msgpack_serialize(payload)
     except (TypeError, ValueError, OverflowError) as e:
         raise CheckpointError(f"could not serialize the state: {e}") from e
-    record = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "step": step,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "data_file": DATA_FILE,
-        "data_bytes": len(data),
-        "data_sha256": hashlib.sha256(data).hexdigest(),
-        "versions": _versions(),
-        "metadata": dict(metadata),
-    }
-    try:
-        meta_text = json.dumps(record, indent=2, default=_json_default)
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"metadata is not JSON-serializable: {e}") from e
 
-    directory.mkdir(parents=True, exist_ok=True)
-    _clean_leftovers(directory)
-    name = checkpoint_name(step)
-    tmp = directory / f"{_TMP_PREFIX}{name}-{uuid.uuid4().hex[:12]}"
-    final = directory / name
-    displaced = None
-    tmp.mkdir()
-    try:
-        _write_file(tmp / DATA_FILE, data)
-        _write_file(tmp / METADATA_FILE, meta_text.encode("utf-8"))
-        _fsync_dir(tmp)
-        if final.exists():
-            displaced = directory / f"{_REPLACED_PREFIX}{name}-{uuid.uuid4().hex[:12]}"
-            os.replace(final, displaced)
-        os.replace(tmp, final)
-        _fsync_dir(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if displaced is not None and displaced.exists() and not final.exists():
-            os.replace(displaced, final)
-        raise
-    if displaced is not None:
-        shutil.rmtree(displaced, ignore_errors=True)
 
-    others = [c for c in list_checkpoints(directory) if c.path != final]
-    excess = len(others) - (keep - 1)
-    for old in others[: max(excess, 0)]:
+def write_part(folder: str | os.PathLike, name: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    """Write one component's part ``name.msgpack`` into a pending checkpoint folder.
+
+    A component in another process calls this with the folder of a
+    :class:`PendingCheckpoint` (a shared file system) and hands the returned
+    record to :meth:`PendingCheckpoint.add_part`.
+
+    Returns:
+      the part's record: ``{"file", "bytes", "sha256"}``.
+    """
+    return _write_encoded(folder, name, _encode_part(state))
+
+
+def _write_encoded(folder: str | os.PathLike, name: str, data: bytes) -> dict[str, Any]:
+    if not _PART_RE.match(name):
+        raise CheckpointError(f"part name {name!r} is invalid: allowed letters, digits and _")
+    _write_file(Path(folder) / f"{name}.msgpack", data)
+    return {"file": f"{name}.msgpack", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+class PendingCheckpoint:
+    """A checkpoint being written: parts go into a temporary folder, :meth:`commit` renames it into place.
+
+    Every part is written (and fsynced) before the one atomic rename, so a
+    reader sees either the whole checkpoint or none of it. One writer per
+    checkpoints folder is assumed.
+    """
+
+    def __init__(self, directory: str | os.PathLike, step: int):
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
+            raise CheckpointError(f"step = {step!r} is invalid: allowed an integer >= 0")
+        self.directory = Path(directory)
+        self.step = int(step)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _clean_leftovers(self.directory)
+        self.folder = self.directory / f"{_TMP_PREFIX}{checkpoint_name(self.step)}-{uuid.uuid4().hex[:12]}"
+        self.folder.mkdir()
+        self.parts: dict[str, dict[str, Any]] = {}
+
+    def write_part(self, name: str, state: Mapping[str, Any]) -> None:
+        """Write a part from this process."""
+        self.parts[name] = write_part(self.folder, name, state)
+
+    def add_part(self, name: str, record: Mapping[str, Any]) -> None:
+        """Register a part another process wrote into :attr:`folder` with :func:`write_part`."""
+        if not (self.folder / str(record.get("file", ""))).is_file():
+            raise CheckpointError(f"part {name!r} was not written into {self.folder}")
+        self.parts[name] = dict(record)
+
+    def commit(self, metadata: Mapping[str, Any], keep: int = 3, keep_part: str | None = None) -> Path:
+        """Write ``metadata.json`` and rename the folder into place; prune old checkpoints.
+
+        Args:
+          metadata: JSON-serializable dict returned by the loaders.
+          keep: how many checkpoints to keep (the new one always stays).
+          keep_part: also keep the newest checkpoint holding this part (e.g.
+            ``"replay"`` when it is saved less often than the others).
+        """
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+            self.abort()
+            raise CheckpointError(f"keep = {keep!r} is invalid: allowed an integer >= 1")
+        record = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "step": self.step,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "parts": self.parts,
+            "versions": _versions(),
+            "metadata": dict(metadata),
+        }
+        try:
+            meta_text = json.dumps(record, indent=2, default=_json_default)
+        except (TypeError, ValueError) as e:
+            self.abort()
+            raise CheckpointError(f"metadata is not JSON-serializable: {e}") from e
+        final = self.directory / checkpoint_name(self.step)
+        displaced = None
+        try:
+            _write_file(self.folder / METADATA_FILE, meta_text.encode("utf-8"))
+            _fsync_dir(self.folder)
+            if final.exists():
+                displaced = self.directory / f"{_REPLACED_PREFIX}{final.name}-{uuid.uuid4().hex[:12]}"
+                os.replace(final, displaced)
+            os.replace(self.folder, final)
+            _fsync_dir(self.directory)
+        except BaseException:
+            self.abort()
+            if displaced is not None and displaced.exists() and not final.exists():
+                os.replace(displaced, final)
+            raise
+        if displaced is not None:
+            shutil.rmtree(displaced, ignore_errors=True)
+        _prune(self.directory, final, keep, keep_part)
+        logger.info("saved checkpoint %s (parts: %s)", final, ", ".join(sorted(self.parts)))
+        return final
+
+    def abort(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _prune(directory: Path, newest: Path, keep: int, keep_part: str | None) -> None:
+    found = list_checkpoints(directory)
+    others = [c for c in found if c.path != newest]
+    doomed = others[: max(len(others) - (keep - 1), 0)]
+    if keep_part and doomed:
+        kept = [c for c in found if c not in doomed]
+        if not any(_has_part(c.path, keep_part) for c in kept):
+            holder = next((c for c in reversed(doomed) if _has_part(c.path, keep_part)), None)
+            doomed = [c for c in doomed if c is not holder]
+    for old in doomed:
         logger.info("pruning old checkpoint %s (keep=%d)", old.path, keep)
         shutil.rmtree(old.path, ignore_errors=True)
     _fsync_dir(directory)
-    logger.info("saved checkpoint %s (%d bytes)", final, len(data))
-    return final
 
 
-def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Decode one checkpoint folder; raise CorruptCheckpointError with the reason."""
-    from flax import serialization
+def _has_part(path: Path, name: str) -> bool:
+    try:
+        return name in json.loads((path / METADATA_FILE).read_text()).get("parts", {})
+    except (OSError, ValueError, AttributeError):
+        return False
 
+
+def save_checkpoint(directory: str | os.PathLike, step: int, parts: Mapping[str, Mapping[str, Any]],
+                    metadata: Mapping[str, Any], keep: int = 3, keep_part: str | None = None) -> Path:
+    """Write ``parts`` (name -> state tree) and ``metadata`` atomically as ``directory/step_XXXXXXXXX``.
+
+    Every part is encoded before anything is written, so a leaf that is not
+    data (the error names its path) leaves the disk untouched. Saving a step
+    that exists replaces it (the new one is complete before the old one moves).
+    """
+    encoded = {name: _encode_part(state) for name, state in parts.items()}  # fail before touching the disk
+    pending = PendingCheckpoint(directory, step)
+    try:
+        for name, data in encoded.items():
+            pending.parts[name] = _write_encoded(pending.folder, name, data)
+    except BaseException:
+        pending.abort()
+        raise
+    return pending.commit(metadata, keep=keep, keep_part=keep_part)
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """The checkpoint record of one folder; CorruptCheckpointError with the reason."""
     if not path.exists():
         raise CorruptCheckpointError(f"{path} does not exist")
     if not path.is_dir():
@@ -367,39 +438,43 @@ def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CorruptCheckpointError(f"{meta_path.name} is unreadable: {e}") from e
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise CorruptCheckpointError(f"{meta_path.name} is not a moozi checkpoint record")
-    if record.get("format_version") != FORMAT_VERSION:
-        raise CorruptCheckpointError(
-            f"format_version {record.get('format_version')!r} is not supported "
-            f"(this moozi reads version {FORMAT_VERSION})"
+    if record.get("format_version") == 1:
+        raise LegacyCheckpointError(
+            f"checkpoint {path} was written by moozi 0.1 before checkpoints were split into parts "
+            f"(format 1, one state blob); this moozi reads format {FORMAT_VERSION}. Resume or evaluate it with "
+            "the moozi version that wrote it, or start a new run"
         )
-    for field in ("data_file", "data_bytes", "data_sha256", "metadata"):
-        if field not in record:
-            raise CorruptCheckpointError(f"{meta_path.name} lacks the field {field!r}")
-    data_path = path / str(record["data_file"])
+    if record.get("format_version") != FORMAT_VERSION:
+        raise CorruptCheckpointError(f"format_version {record.get('format_version')!r} is not supported "
+                                     f"(this moozi reads version {FORMAT_VERSION})")
+    if not isinstance(record.get("parts"), dict) or "metadata" not in record:
+        raise CorruptCheckpointError(f"{meta_path.name} lacks its parts or metadata")
+    return record
+
+
+def _read_part(path: Path, name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    from flax import serialization
+
+    part = record["parts"].get(name)
+    if part is None:
+        raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
+    data_path = path / str(part["file"])
     if not data_path.is_file():
         raise CorruptCheckpointError(f"{data_path.name} is missing")
     data = data_path.read_bytes()
-    if len(data) != record["data_bytes"]:
-        raise CorruptCheckpointError(
-            f"{data_path.name} has {len(data)} bytes, expected {record['data_bytes']} (truncated?)"
-        )
+    if len(data) != part["bytes"]:
+        raise CorruptCheckpointError(f"{data_path.name} has {len(data)} bytes, expected {part['bytes']} (truncated?)")
     digest = hashlib.sha256(data).hexdigest()
-    if digest != record["data_sha256"]:
-        raise CorruptCheckpointError(
-            f"{data_path.name} checksum mismatch (sha256 {digest[:16]}..., "
-            f"expected {str(record['data_sha256'])[:16]}...)"
-        )
+    if digest != part["sha256"]:
+        raise CorruptCheckpointError(f"{data_path.name} checksum mismatch (sha256 {digest[:16]}..., "
+                                     f"expected {str(part['sha256'])[:16]}...)")
     try:
         payload = serialization.msgpack_restore(data)
     except Exception as e:  # msgpack raises several unrelated types
         raise CorruptCheckpointError(f"{data_path.name} could not be decoded: {e}") from e
-    if (
-        not isinstance(payload, dict)
-        or payload.get("format") != STATE_FORMAT
-        or not isinstance(payload.get("state"), dict)
-    ):
+    if not isinstance(payload, dict) or payload.get("format") != STATE_FORMAT or not isinstance(payload.get("state"), dict):
         raise CorruptCheckpointError(f"{data_path.name} does not hold a moozi checkpoint state")
-    return payload, record
+    return _decode_state(payload, path)
 
 
 def _decode_state(payload: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -456,60 +531,63 @@ def _apply_template(template: Any, state: dict[str, Any], path: Path) -> Any:
         raise CheckpointError(f"checkpoint {path} does not match the template: {e}") from e
 
 
-def load_checkpoint(path: str | os.PathLike, template: Any = None) -> tuple[Any, dict[str, Any]]:
-    """Load one checkpoint folder (``.../step_XXXXXXXXX``), verifying its checksum.
+
+
+def checkpoint_parts(path: str | os.PathLike) -> list[str]:
+    """Names of the parts a checkpoint folder holds."""
+    return sorted(_read_record(Path(path))["parts"])
+
+
+def load_checkpoint(path: str | os.PathLike, templates: Mapping[str, Any] | None = None,
+                    parts: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load parts of one checkpoint folder (``.../step_XXXXXXXXX``), verifying each checksum.
 
     Args:
       path: the checkpoint folder.
-      template: optional tree shaped like the saved state (see the module
-        docstring); without it plain nested dicts come back.
+      templates: optional ``{part: template}`` (see the module docstring);
+        parts without one come back as plain nested dicts.
+      parts: which parts to read (default: every part it holds).
 
     Returns:
-      ``(state, metadata)``: the state, and the caller's metadata dict as saved.
-
-    Raises:
-      CorruptCheckpointError: the folder is missing, incomplete or corrupt (the
-        message says why).
-      CheckpointError: the state does not match ``template``.
+      ``({part: state}, metadata)``.
     """
     path = Path(path)
     if path.is_dir() and not (path / METADATA_FILE).exists() and list_checkpoints(path):
-        raise CorruptCheckpointError(
-            f"{path} is a folder of checkpoints, not one checkpoint; use load_latest()"
-        )
+        raise CorruptCheckpointError(f"{path} is a folder of checkpoints, not one checkpoint; use load_latest()")
+    templates = dict(templates or {})
     try:
-        payload, record = _read_verified(path)
+        record = _read_record(path)
+        names = sorted(record["parts"]) if parts is None else list(parts)
+        raw = {name: _read_part(path, name, record) for name in names}
     except CorruptCheckpointError as e:
         raise CorruptCheckpointError(f"checkpoint {path} is unusable: {e}") from e
-    state = _decode_state(payload, path)
-    if template is not None:
-        state = _apply_template(template, state, path)
-    return state, record["metadata"]
+    out = {name: _apply_template(templates[name], state, path) if templates.get(name) is not None else state
+           for name, state in raw.items()}
+    return out, record["metadata"]
 
 
-def load_latest(
-    directory: str | os.PathLike, template: Any = None
-) -> tuple[Any, dict[str, Any], Path]:
-    """Load the newest good checkpoint in ``directory``, falling back past corrupt ones.
+def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | None = None,
+                parts: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """Load the newest good checkpoint in ``directory`` that holds ``parts``, falling back past corrupt ones.
 
     Each corrupt candidate is logged as a warning (path and reason) on the
-    ``moozi.checkpoint`` logger before the next older one is tried. ``directory``
-    may also be a single checkpoint folder.
+    ``moozi.checkpoint`` logger before the next older one is tried; checkpoints
+    lacking a requested part are skipped. ``directory`` may also be one
+    checkpoint folder.
 
     Returns:
-      ``(state, metadata, path)`` of the checkpoint loaded.
+      ``({part: state}, metadata, path)`` of the checkpoint loaded.
 
     Raises:
-      CheckpointError: ``directory`` does not exist or holds no checkpoint; every
-        checkpoint is corrupt (the message lists each and why); or the newest
-        good one does not match ``template`` (no fallback: older ones would not
-        match either).
+      CheckpointError: no checkpoint, every one corrupt (each listed with its
+        reason), one written by an older moozi (format 1), or the newest good
+        one does not match its template.
     """
     directory = Path(directory)
     if not directory.exists():
         raise CheckpointError(f"no checkpoint exists at {directory}: the folder does not exist")
     if (directory / METADATA_FILE).exists():
-        state, metadata = load_checkpoint(directory, template)
+        state, metadata = load_checkpoint(directory, templates, parts)
         return state, metadata, directory
     found = list_checkpoints(directory)
     if not found:
@@ -519,17 +597,22 @@ def load_latest(
     rejected: list[str] = []
     for info in reversed(found):
         try:
-            payload, record = _read_verified(info.path)
-            state = _decode_state(payload, info.path)
+            record = _read_record(info.path)
+            if parts is not None and not set(parts) <= set(record["parts"]):
+                continue
+            names = sorted(record["parts"]) if parts is None else list(parts)
+            raw = {name: _read_part(info.path, name, record) for name in names}
         except CorruptCheckpointError as e:
             logger.warning("checkpoint %s is corrupt, trying an older one: %s", info.path, e)
             rejected.append(f"  {info.path.name}: {e}")
             continue
         if rejected:
             logger.warning("loaded checkpoint %s after rejecting %d newer one(s)", info.path, len(rejected))
-        if template is not None:
-            state = _apply_template(template, state, info.path)
-        return state, record["metadata"], info.path
+        t = dict(templates or {})
+        out = {n: _apply_template(t[n], st, info.path) if t.get(n) is not None else st for n, st in raw.items()}
+        return out, record["metadata"], info.path
+    if not rejected:
+        raise CheckpointError(f"no checkpoint in {directory} holds the parts {', '.join(parts or [])}")
     raise CheckpointError(
         f"no usable checkpoint in {directory}; found {len(found)}, all rejected:\n" + "\n".join(rejected)
     )

@@ -37,10 +37,11 @@ def _demo(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right")
     for kind in ("puct", "gumbel"):
         config = PlannerConfig(
-            kind=kind, num_simulations=args.simulations, dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0
+            kind=kind, num_simulations=args.simulations, dirichlet_fraction=0.0, gumbel_scale=0.0
         )
         run = jax.jit(
-            lambda rng, c: search(None, rng, ttt.root(c), ttt.step, ttt.legal_actions(c), config, discount=1.0, two_player=True)
+            lambda rng, c: search(None, rng, ttt.root(c), ttt.step, ttt.legal_actions(c), config, discount=1.0,
+                                  two_player=True, temperature=0.0)
         )
         out = run(jax.random.key(args.seed), cells)
         for i in range(len(positions)):
@@ -51,54 +52,6 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("Cells are numbered 0..8 row by row; values are from the point of view of the player to move.")
     return 0
-
-
-def _preset_names() -> list[str]:
-    from importlib.resources import files
-
-    return sorted(p.name[:-5] for p in files("moozi.presets").iterdir() if p.name.endswith(".yaml"))
-
-
-def _is_preset_path(name: str) -> bool:
-    """``--preset`` names a YAML file (not a packaged preset) when it ends with .yaml/.yml or has a path separator."""
-    import os
-
-    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    return name.lower().endswith((".yaml", ".yml")) or any(s in name for s in seps)
-
-
-def load_preset(name: str) -> dict:
-    """Plain data of preset ``name``: a packaged preset name, or a path to a YAML file
-    (any value ending with .yaml/.yml or containing a path separator).
-
-    Raises ConfigError naming the path when the file is missing, and listing the
-    packaged presets when ``name`` is not one of them.
-    """
-    from importlib.resources import files
-    from pathlib import Path
-
-    import yaml
-
-    from moozi.config import ConfigError
-
-    if _is_preset_path(name):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"preset file {str(path)!r} does not exist (resolved: {path.resolve()})")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise ConfigError(f"preset file {str(path)!r} is not valid YAML: {err}") from err
-        if data is not None and not isinstance(data, dict):
-            raise ConfigError(f"preset file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
-        return data or {}
-    names = _preset_names()
-    if name not in names:
-        raise ConfigError(
-            f"unknown preset {name!r}: available presets are " + ", ".join(names)
-            + "; or give a path to a .yaml file (e.g. --preset ./my_game.yaml)"
-        )
-    return yaml.safe_load(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}
 
 
 class _Progress:
@@ -144,6 +97,7 @@ def _train(args: argparse.Namespace) -> int:
 
     from moozi.config import apply_overrides, config_from_dict
     from moozi.driver import Trainer, load_run_config
+    from moozi.presets import load_preset, preset_names
 
     if args.resume:
         if args.preset or args.overrides or args.seed is not None or args.run_dir:
@@ -154,12 +108,12 @@ def _train(args: argparse.Namespace) -> int:
         resume = True
     else:
         if not args.preset:
-            print("moozi train: give --preset NAME (one of " + ", ".join(_preset_names()) + ") or --resume DIR", file=sys.stderr)
+            print("moozi train: give --preset NAME (one of " + ", ".join(preset_names()) + ") or --resume DIR", file=sys.stderr)
             return 2
         data = load_preset(args.preset)
         overrides = list(args.overrides)
         if args.seed is not None:
-            overrides.append(f"driver.seed={args.seed}")
+            overrides.append(f"schedule.seed={args.seed}")
         config = config_from_dict(apply_overrides(data, overrides))
         run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
@@ -179,13 +133,20 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from moozi.driver import evaluate
+    from moozi.eval.evaluate import evaluate
 
     if args.games < 1:
         print("moozi eval: --games must be >= 1", file=sys.stderr)
         return 2
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed)
     print(json.dumps(result))
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from moozi.presets import preset_names
+
+    print("\n".join(preset_names()))
     return 0
 
 
@@ -210,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
     train.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
     train.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
-    train.add_argument("--seed", type=int, default=None, help="random seed (driver.seed)")
-    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. driver.batch_size=64")
+    train.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line")
@@ -222,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_eval)
 
     presets = sub.add_parser("presets", help="list the preset names")
-    presets.set_defaults(func=lambda a: (print("\n".join(_preset_names())), 0)[1])
+    presets.set_defaults(func=_presets)
     envs = sub.add_parser("envs", help="list the registered environment names")
     envs.set_defaults(func=_envs)
     return parser

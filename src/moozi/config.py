@@ -14,39 +14,13 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, TypeVar
 
-
-class ConfigError(ValueError):
-    """A configuration field has a bad value or an unknown key was given."""
-
-
-def _fail(owner: str, name: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"{owner}.{name} = {value!r} is invalid: allowed {allowed}")
-
-
-def _positive_int(owner: str, name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        _fail(owner, name, value, "an integer >= 1")
-
-
-def _nonneg_int(owner: str, name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        _fail(owner, name, value, "an integer >= 0")
-
-
-def _number_in(owner: str, name: str, value: Any, lo: float, hi: float, lo_open=False, hi_open=False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok:
-        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
-    if not ok:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        _fail(owner, name, value, f"a number in {lb}{lo}, {hi}{rb}")
-
-
-def _choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        _fail(owner, name, value, "one of " + ", ".join(repr(c) for c in choices))
-
+from moozi.errors import ConfigError
+from moozi.validate import boolean as _boolean
+from moozi.validate import choice as _choice
+from moozi.validate import fail as _fail
+from moozi.validate import nonneg_int as _nonneg_int
+from moozi.validate import number_in as _number_in
+from moozi.validate import positive_int as _positive_int
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -106,8 +80,6 @@ class PlannerConfig:
     num_simulations: simulations per search.
     pb_c_init / pb_c_base: PUCT constants c1, c2.
     dirichlet_alpha / dirichlet_fraction: root noise (PUCT only; fraction 0 disables).
-    temperature: visit-count temperature for choosing the action (PUCT only;
-      Gumbel chooses by sequential halving).
     max_num_considered_actions / gumbel_scale: Gumbel root settings
       (gumbel_scale 0 makes the search deterministic, for evaluation).
     max_depth: optional cap on search depth (None: num_simulations).
@@ -119,7 +91,6 @@ class PlannerConfig:
     pb_c_base: float = 19652.0
     dirichlet_alpha: float = 0.3
     dirichlet_fraction: float = 0.25
-    temperature: float = 1.0
     max_num_considered_actions: int = 16
     gumbel_scale: float = 1.0
     max_depth: int | None = None
@@ -132,7 +103,6 @@ class PlannerConfig:
         _number_in(o, "pb_c_base", self.pb_c_base, 0.0, float("inf"), lo_open=True)
         _number_in(o, "dirichlet_alpha", self.dirichlet_alpha, 0.0, float("inf"), lo_open=True)
         _number_in(o, "dirichlet_fraction", self.dirichlet_fraction, 0.0, 1.0)
-        _number_in(o, "temperature", self.temperature, 0.0, float("inf"))
         _positive_int(o, "max_num_considered_actions", self.max_num_considered_actions)
         _number_in(o, "gumbel_scale", self.gumbel_scale, 0.0, float("inf"))
         if self.max_depth is not None:
@@ -260,7 +230,11 @@ __all__ = [
     "TargetConfig",
     "LearnerConfig",
     "EnvConfig",
-    "DriverConfig",
+    "ReplayConfig",
+    "ActingConfig",
+    "ScheduleConfig",
+    "TestingConfig",
+    "OutputConfig",
     "Config",
     "from_dict",
     "to_dict",
@@ -307,71 +281,101 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class DriverConfig:
-    """The training schedule (thesis: collect -> replay -> updates -> sync -> test).
+class ReplayConfig:
+    """Replay buffer settings (``moozi.replay``).
+
+    capacity: storage size in steps (whole episodes are evicted oldest first;
+      an episode longer than this cannot be stored).
+    sampling: ``"uniform"``, ``"proportional"`` (p ** alpha) or ``"rank"``
+      (rank(p) ** -alpha).
+    alpha: prioritisation exponent (0 gives uniform probabilities).
+    beta: importance-sampling exponent (0: no correction, 1: full).
+    epsilon: added to every priority ``|v* - G|`` so no position has zero mass.
+    min_size: steps that must be stored before sampling is allowed.
+    initial_priority: ``"computed"`` (new positions get ``|v*_t - G^N_t| + epsilon``,
+      computed by the learner with :func:`moozi.targets.priorities`) or
+      ``"max"`` (the largest priority seen so far, 1 at first, as in Schaul et al.).
+    sample_last_step: also sample each episode's last step T (no action was
+      taken there; its policy target is the dummy one-hot). MuZero samples
+      ``0 .. T-1`` only, the default.
+    stratified: draw one sample per equal-probability segment (lower variance)
+      instead of i.i.d. draws.
+    rank_refresh_fraction: rank sampling re-sorts priorities once this fraction
+      of the sampleable positions has been inserted, evicted or re-prioritised.
+    weight_normalization: ``"buffer"`` divides importance weights by the
+      largest weight any stored position could get (Schaul et al.); ``"batch"``
+      by the largest weight in the batch (EfficientZero / muzero-general). With
+      ``"buffer"`` one position of tiny priority scales every weight down,
+      which can silently stall learning, so the default is ``"batch"``.
+    """
+
+    capacity: int = 100_000
+    sampling: Literal["uniform", "proportional", "rank"] = "proportional"
+    alpha: float = 1.0
+    beta: float = 1.0
+    epsilon: float = 1e-6
+    min_size: int = 1
+    initial_priority: Literal["computed", "max"] = "computed"
+    sample_last_step: bool = False
+    stratified: bool = True
+    rank_refresh_fraction: float = 0.1
+    weight_normalization: Literal["buffer", "batch"] = "batch"
+
+    def __post_init__(self):
+        o = "replay"
+        _positive_int(o, "capacity", self.capacity)
+        _choice(o, "sampling", self.sampling, ("uniform", "proportional", "rank"))
+        _number_in(o, "alpha", self.alpha, 0.0, float("inf"))
+        _number_in(o, "beta", self.beta, 0.0, float("inf"))
+        _number_in(o, "epsilon", self.epsilon, 0.0, float("inf"))
+        _nonneg_int(o, "min_size", self.min_size)
+        _choice(o, "initial_priority", self.initial_priority, ("computed", "max"))
+        _boolean(o, "sample_last_step", self.sample_last_step)
+        _boolean(o, "stratified", self.stratified)
+        _number_in(o, "rank_refresh_fraction", self.rank_refresh_fraction, 0.0, 1.0, lo_open=True)
+        _choice(o, "weight_normalization", self.weight_normalization, ("buffer", "batch"))
+        if self.min_size > self.capacity:
+            _fail(o, "min_size", self.min_size, f"at most capacity = {self.capacity}")
+        if self.sampling == "proportional" and self.epsilon == 0.0 and self.alpha > 0.0:
+            # Zero-priority positions would never be sampled and make weights infinite.
+            _fail(o, "epsilon", self.epsilon, "a number > 0 for proportional sampling")
+
+
+@dataclass(frozen=True)
+class ActingConfig:
+    """How the training actors play and explore.
 
     steps_per_epoch: acting steps per environment per epoch (one rollout segment).
-    samples_per_env_step: replay ratio, trained samples (updates x batch size)
-      per environment step; honoured exactly over the run.
-    batch_size: learner batch size.
-    min_replay_steps: stored steps needed before the first update.
-    sync_every: epochs between publishing learner params to the actors.
-    test_every: epochs between tests (0 disables).
-    test_episodes / test_envs: episodes per test, environments used for testing.
-    test_steps_per_segment: acting steps per test rollout call.
-    checkpoint_every_minutes: wall-clock minutes between checkpoints.
-    keep_checkpoints: how many checkpoints to keep.
-    log_every_epochs: epochs per metrics row (values averaged over them); an
-      epoch that ran a test always ends a row.
-    temperature: ``[[env_steps, temperature], ...]`` piecewise-constant acting
-      temperature (thesis: 1.0, then lower as training goes on).
-    explore_moves: acting explores (temperature, Gumbel noise) only on the first
-      this-many moves of each episode and is greedy after (AlphaZero's opening
+    temperature: ``[[env_steps, temperature], ...]`` piecewise-constant PUCT
+      visit-count temperature of training moves (thesis: 1.0, then lower as
+      training goes on; 0 plays the most visited action). Gumbel search
+      explores through its own noise (``planner.gumbel_scale``). Test and
+      evaluation games are always greedy.
+    explore_moves: explore (temperature, Gumbel noise) only on the first
+      this-many moves of each episode, greedy after (AlphaZero's opening
       exploration); None explores on every move.
     random_moves: the first this-many moves of every training episode are
-      uniformly random legal moves (the search still runs and its policy is
-      the target): self-play then meets every opening, including the ones
-      its own policy would never play (board games).
+      uniformly random legal moves (the search still runs and its policy is the
+      target): self-play then meets every opening (board games).
     random_move_prob: every later training move is a uniformly random legal
-      move with this probability (epsilon exploration; 0 = off). Self-play then
-      meets the mistakes its own policy no longer makes, and learns to punish
-      them. Value targets never run through a random move: they stop there and
-      bootstrap from the search value (see moozi.targets).
-    max_env_steps: stop after this many environment steps (None: no limit).
-    seed: root of every random stream.
+      move with this probability (epsilon exploration; 0 = off). Value targets
+      never run through a random move: they stop there and bootstrap from the
+      search value (see moozi.targets).
     """
 
     steps_per_epoch: int = 32
-    samples_per_env_step: float = 1.0
-    batch_size: int = 128
-    min_replay_steps: int = 1000
-    sync_every: int = 1
-    test_every: int = 5
-    test_episodes: int = 16
-    test_envs: int = 16
-    test_steps_per_segment: int = 100
-    checkpoint_every_minutes: float = 5.0
-    keep_checkpoints: int = 3
-    log_every_epochs: int = 10
     temperature: tuple[tuple[int, float], ...] = ((0, 1.0),)
     explore_moves: int | None = None
     random_moves: int = 0
     random_move_prob: float = 0.0
-    max_env_steps: int | None = None
-    seed: int = 0
 
     def __post_init__(self):
-        o = "driver"
-        for name in ("steps_per_epoch", "batch_size", "sync_every", "test_episodes", "test_envs",
-                     "test_steps_per_segment", "keep_checkpoints", "log_every_epochs"):
-            _positive_int(o, name, getattr(self, name))
-        _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
-        _nonneg_int(o, "test_every", self.test_every)
+        o = "acting"
+        _positive_int(o, "steps_per_epoch", self.steps_per_epoch)
         _nonneg_int(o, "random_moves", self.random_moves)
         _number_in(o, "random_move_prob", self.random_move_prob, 0.0, 1.0)
-        _nonneg_int(o, "seed", self.seed)
-        _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
-        _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)
+        if self.explore_moves is not None:
+            _nonneg_int(o, "explore_moves", self.explore_moves)
         sched = self.temperature
         ok = isinstance(sched, tuple) and len(sched) >= 1 and all(
             isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and p[0] >= 0
@@ -381,10 +385,6 @@ class DriverConfig:
             ok = sched[0][0] == 0 and all(a[0] < b[0] for a, b in zip(sched, sched[1:]))
         if not ok:
             _fail(o, "temperature", sched, "a list of [env_steps, temperature] pairs starting at 0, steps increasing")
-        if self.max_env_steps is not None:
-            _positive_int(o, "max_env_steps", self.max_env_steps)
-        if self.explore_moves is not None:
-            _nonneg_int(o, "explore_moves", self.explore_moves)
 
     def temperature_at(self, env_steps: int) -> float:
         """Acting temperature after ``env_steps`` environment steps."""
@@ -395,10 +395,86 @@ class DriverConfig:
         return float(value)
 
 
-def _replay_config_cls():
-    from moozi.replay import ReplayConfig  # replay imports this module; resolve lazily
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The training schedule (thesis: collect -> replay -> updates -> sync -> test).
 
-    return ReplayConfig
+    samples_per_env_step: replay ratio, trained samples (updates x batch size)
+      per environment step; honoured exactly over the run.
+    batch_size: learner batch size.
+    min_replay_steps: stored steps needed before the first update.
+    sync_every: epochs between publishing learner params to the actors.
+    max_env_steps: stop after this many environment steps (None: no limit).
+    seed: root of every random stream.
+    """
+
+    samples_per_env_step: float = 1.0
+    batch_size: int = 128
+    min_replay_steps: int = 1000
+    sync_every: int = 1
+    max_env_steps: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        o = "schedule"
+        _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
+        _positive_int(o, "batch_size", self.batch_size)
+        _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
+        _positive_int(o, "sync_every", self.sync_every)
+        if self.max_env_steps is not None:
+            _positive_int(o, "max_env_steps", self.max_env_steps)
+        _nonneg_int(o, "seed", self.seed)
+
+
+@dataclass(frozen=True)
+class TestingConfig:
+    """The testing worker: greedy games with ``test_planner`` and the latest params.
+
+    every: epochs between tests (0 disables).
+    episodes: episodes per test (every test environment plays the same number).
+    envs: environments used for testing.
+    steps_per_segment: acting steps per test rollout call (device games).
+    """
+
+    __test__ = False  # not a pytest class
+
+    every: int = 5
+    episodes: int = 16
+    envs: int = 16
+    steps_per_segment: int = 100
+
+    def __post_init__(self):
+        o = "testing"
+        _nonneg_int(o, "every", self.every)
+        for name in ("episodes", "envs", "steps_per_segment"):
+            _positive_int(o, name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Checkpoints and logging.
+
+    checkpoint_every_minutes: wall-clock minutes between checkpoints.
+    keep_checkpoints: how many checkpoints to keep.
+    replay_every_checkpoints: the replay buffer (the large part) is written
+      with every this-many checkpoints; 1 (default) makes every checkpoint an
+      exact resume point. With more, a resume restores replay from the newest
+      checkpoint that holds it (and says so).
+    log_every_epochs: epochs per metrics row (values averaged over them); an
+      epoch that ran a test always ends a row.
+    """
+
+    checkpoint_every_minutes: float = 5.0
+    keep_checkpoints: int = 3
+    replay_every_checkpoints: int = 1
+    log_every_epochs: int = 10
+
+    def __post_init__(self):
+        o = "output"
+        _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)
+        _positive_int(o, "keep_checkpoints", self.keep_checkpoints)
+        _positive_int(o, "replay_every_checkpoints", self.replay_every_checkpoints)
+        _positive_int(o, "log_every_epochs", self.log_every_epochs)
 
 
 @dataclass(frozen=True)
@@ -409,13 +485,55 @@ class Config:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     planner: PlannerConfig = dataclasses.field(default_factory=PlannerConfig)
     test_planner: PlannerConfig = dataclasses.field(
-        default_factory=lambda: PlannerConfig(dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
+        default_factory=lambda: PlannerConfig(dirichlet_fraction=0.0, gumbel_scale=0.0)
     )
     targets: TargetConfig = dataclasses.field(default_factory=TargetConfig)
     learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
-    replay: Any = dataclasses.field(default_factory=lambda: _replay_config_cls()())
-    driver: DriverConfig = dataclasses.field(default_factory=DriverConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    acting: ActingConfig = dataclasses.field(default_factory=ActingConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    testing: TestingConfig = dataclasses.field(default_factory=TestingConfig)
+    output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
 
+
+# Keys that moved when the driver section was split by concern: old -> new place.
+MOVED_KEYS = {
+    "driver.steps_per_epoch": "acting.steps_per_epoch",
+    "driver.temperature": "acting.temperature",
+    "driver.explore_moves": "acting.explore_moves",
+    "driver.random_moves": "acting.random_moves",
+    "driver.random_move_prob": "acting.random_move_prob",
+    "driver.samples_per_env_step": "schedule.samples_per_env_step",
+    "driver.batch_size": "schedule.batch_size",
+    "driver.min_replay_steps": "schedule.min_replay_steps",
+    "driver.sync_every": "schedule.sync_every",
+    "driver.max_env_steps": "schedule.max_env_steps",
+    "driver.seed": "schedule.seed",
+    "driver.test_every": "testing.every",
+    "driver.test_episodes": "testing.episodes",
+    "driver.test_envs": "testing.envs",
+    "driver.test_steps_per_segment": "testing.steps_per_segment",
+    "driver.checkpoint_every_minutes": "output.checkpoint_every_minutes",
+    "driver.keep_checkpoints": "output.keep_checkpoints",
+    "driver.log_every_epochs": "output.log_every_epochs",
+    "planner.temperature": "acting.temperature (a schedule [[env_steps, temperature], ...]; "
+                           "test games are always greedy)",
+    "test_planner.temperature": "nowhere: test and evaluation games are always greedy (remove the key)",
+    "replay.frame_storage": "the game's spec: frames are stored in the dtype the game declares (remove the key)",
+}
+
+
+def _check_moved(data: Mapping[str, Any]) -> None:
+    for section, values in data.items():
+        if not isinstance(values, Mapping):
+            continue
+        for key in values:
+            old = f"{section}.{key}"
+            if old in MOVED_KEYS:
+                raise ConfigError(f"{old} has moved: it is now {MOVED_KEYS[old]}")
+    if "driver" in data:
+        raise ConfigError("the driver section was split by concern into acting, schedule, testing and output "
+                          "(see docs/configuration.md)")
 
 _SECTIONS = {
     "env": EnvConfig,
@@ -424,7 +542,11 @@ _SECTIONS = {
     "test_planner": PlannerConfig,
     "targets": TargetConfig,
     "learner": LearnerConfig,
-    "driver": DriverConfig,
+    "replay": ReplayConfig,
+    "acting": ActingConfig,
+    "schedule": ScheduleConfig,
+    "testing": TestingConfig,
+    "output": OutputConfig,
 }
 
 
@@ -432,7 +554,8 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from nested plain data; unknown sections/keys fail by name."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"a config must be a mapping of sections, got {type(data).__name__}")
-    sections = dict(_SECTIONS, replay=_replay_config_cls())
+    _check_moved(data)
+    sections = _SECTIONS
     kwargs = {}
     for key, value in data.items():
         if key not in sections:
@@ -453,7 +576,7 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     path, raw = text.split("=", 1)
     keys = path.strip().split(".")
     if len(keys) < 2 or not all(keys):
-        raise ConfigError(f"override {text!r} must name a section and a key, e.g. driver.batch_size=64")
+        raise ConfigError(f"override {text!r} must name a section and a key, e.g. schedule.batch_size=64")
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as err:

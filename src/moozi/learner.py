@@ -1,63 +1,182 @@
-"""The learner / parameter server: owns the train state, runs updates, publishes versioned params.
+"""The learner / parameter server: owns the train state, the target network and replay.
 
-A plain class (no Ray import) so the local driver calls it in-process and the
-Ray backend (later) wraps it unchanged.
+A plain class (no Ray import): the local driver calls it in-process, and the
+Ray backend wraps it whole, so batches and priorities never cross a process
+boundary. Episodes come in (:meth:`Learner.add_episodes`), training runs in
+chunks (:meth:`Learner.train`), and parameters go out as numpy, versioned
+(:meth:`Learner.publish`).
 """
 
 from __future__ import annotations
 
+import functools
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from moozi.config import LearnerConfig
+from moozi.config import LearnerConfig, ReplayConfig, TargetConfig
+from moozi.envs.contract import EnvSpec
 from moozi.model.networks import Model
-from moozi.types import Batch
-from moozi.update import TrainState, init_train_state, make_update_fn
+from moozi.replay import ReplayBuffer
+from moozi.targets import priorities as target_priorities
+from moozi.types import Trajectory
+from moozi.update import TrainState, init_train_state, make_window_update_fn
+
+
+def _bucket(n: int) -> int:
+    """Padded length for per-episode jitted calls: a power of two (few compiles)."""
+    return max(8, 1 << (n - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=None)
+def _priorities_fn(config: TargetConfig):
+    return jax.jit(lambda traj: target_priorities(traj, config))
+
+
+def episode_priorities(traj: Trajectory, config: TargetConfig) -> np.ndarray:
+    """``[T + 1]`` initial priorities ``|v*_i - G^N_i|`` of one whole episode (numpy).
+
+    :func:`moozi.targets.priorities` reads rewards, values, to_play and
+    random_actions only, so frames and policies are passed as placeholders and
+    the episode is padded to a power-of-two length (few compilations).
+    """
+    size = int(np.asarray(traj.rewards).shape[0])
+    pad = _bucket(size) - size
+
+    def padded(x, dtype):
+        return np.pad(np.asarray(x, dtype), (0, pad))
+
+    random = traj.random_actions if traj.random_actions is not None else np.zeros(size, bool)
+    window = Trajectory(
+        frames=np.zeros((size + pad, 1, 1, 1), np.float32),
+        actions=np.zeros(size + pad, np.int32),
+        rewards=padded(traj.rewards, np.float32),
+        root_values=padded(traj.root_values, np.float32),
+        root_policies=np.zeros((size + pad, 1), np.float32),
+        to_play=padded(traj.to_play, np.int32),
+        first=np.int32(0),
+        last=np.int32(size - 1),
+        is_terminal=np.bool_(traj.is_terminal),
+        random_actions=padded(random, np.bool_),
+    )
+    return np.asarray(_priorities_fn(config)(window), np.float64)[:size]
 
 
 class Learner:
-    """Owns a :class:`~moozi.update.TrainState` and the jitted update step.
+    """Owns a :class:`~moozi.update.TrainState`, the jitted update and the replay buffer.
+
+    Args:
+      model: the network.
+      spec: the game (frame shape, storage dtype and scale).
+      learner_config / target_config / replay_config: the run's settings.
+      rng: PRNG key for the initial parameters.
+      replay_seed: seeds replay's own generator.
 
     ``version`` counts published parameter sets; actors compare it to know
     whether their copy is stale.
     """
 
-    def __init__(self, model: Model, config: LearnerConfig, rng):
+    def __init__(self, model: Model, spec: EnvSpec, learner_config: LearnerConfig, target_config: TargetConfig,
+                 replay_config: ReplayConfig, rng, replay_seed: int = 0):
         self.model = model
-        self.config = config
-        self.state: TrainState = init_train_state(model, config, rng)
-        self._update = make_update_fn(model, config)
+        self.config = learner_config
+        self.target_config = target_config
+        self.state: TrainState = init_train_state(model, learner_config, rng)
+        self.replay = ReplayBuffer(replay_config, target_config, spec.observation_shape, model.num_actions,
+                                   frame_dtype=spec.observation_dtype, seed=replay_seed)
+        self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale)
         self.version = 0
-        self._published = self.state.params
+        self._published = jax.device_get(self.state.params)
 
     @property
     def updates(self) -> int:
         """Updates done so far."""
         return int(self.state.step)
 
-    def update(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
-        """One update on ``batch``; returns ``(metrics, new priorities [B])``."""
-        self.state, metrics, priorities = self._update(self.state, batch)
-        return {k: float(v) for k, v in metrics.items()}, np.asarray(priorities)
+    # ------------------------------------------------------------------ data in
 
-    def publish(self) -> int:
-        """Make the current params the published ones; returns the new version."""
-        # The update donates its input state, so hand out a copy actors can keep.
-        self._published = jax.tree_util.tree_map(lambda x: x.copy(), self.state.params)
+    def add_episodes(self, episodes) -> int:
+        """Store finished episodes (``Episode`` objects or ``Trajectory``); returns steps added."""
+        steps = 0
+        computed = self.replay.config.initial_priority == "computed"
+        for ep in episodes:
+            traj = getattr(ep, "trajectory", ep)
+            prio = episode_priorities(traj, self.target_config) if computed else None
+            self.replay.add(traj, prio)
+            steps += int(traj.last) + 1
+        return steps
+
+    def update_search_stats(self, ids, root_values, root_policies=None) -> int:
+        """Reanalyze results in: store fresh v* / p* and recompute the touched trajectories' priorities."""
+        touched = self.replay.update_search_stats(ids, root_values, root_policies)
+        if self.replay.config.initial_priority == "computed":
+            for tid in touched:
+                traj = self.replay.get_trajectory(int(tid))
+                self.replay.set_trajectory_priorities(int(tid), episode_priorities(traj, self.target_config))
+        return len(touched)
+
+    def ready(self, min_steps: int = 0) -> bool:
+        """Replay holds at least ``min_steps`` steps and can be sampled."""
+        return self.replay.size >= min_steps and self.replay.ready()
+
+    # ------------------------------------------------------------------ training
+
+    def train(self, num_updates: int, batch_size: int) -> dict[str, float]:
+        """Run ``num_updates`` updates; return their mean metrics (one host sync per call).
+
+        Batches are prefetched one ahead: while the device runs update ``i``
+        (asynchronous dispatch), the host samples and transfers batch
+        ``i + 1``. The new priorities of the whole chunk are written back to
+        replay at the end, so within one call the sampler sees the priorities
+        as they were when the call began (a lag of at most ``num_updates``
+        updates, like any asynchronous prioritized replay).
+        """
+        if num_updates <= 0:
+            return {}
+        put = lambda s: jax.device_put((s.windows, s.positions, s.weights))  # noqa: E731
+        sample = self.replay.sample(batch_size)
+        batch = put(sample)
+        ids, priorities, sums = [], [], None
+        for i in range(num_updates):
+            self.state, metrics, prio = self._update(self.state, *batch)
+            ids.append(sample.ids)
+            priorities.append(prio)
+            sums = metrics if sums is None else jax.tree_util.tree_map(jnp.add, sums, metrics)
+            if i + 1 < num_updates:
+                sample = self.replay.sample(batch_size)
+                batch = put(sample)
+        sums, priorities = jax.device_get((sums, priorities))
+        for batch_ids, prio in zip(ids, priorities):
+            self.replay.update_priorities(batch_ids, prio)
+        out = {k: float(v) / num_updates for k, v in sums.items() if k != "train/step"}
+        return out
+
+    # ------------------------------------------------------------------ params out
+
+    def publish(self) -> tuple[int, object]:
+        """Make the current params the published ones: ``(new version, numpy params)``."""
+        self._published = jax.device_get(self.state.params)
         self.version += 1
-        return self.version
-
-    def params(self) -> tuple[int, object]:
-        """``(version, params)`` last published."""
         return self.version, self._published
 
+    def params(self) -> tuple[int, object]:
+        """``(version, numpy params)`` last published."""
+        return self.version, self._published
+
+    # ------------------------------------------------------------------ checkpoints
+
     def state_dict(self) -> dict:
-        """Checkpointable data: train state, version, published params."""
+        """Train state (params, target params, optimiser), version and published params (replay is its own part)."""
         return {"train_state": self.state, "version": self.version, "published": self._published}
 
+    def template(self) -> dict:
+        return {"train_state": self.state, "version": None, "published": None}
+
     def load_state_dict(self, data: dict) -> None:
-        """Restore from :meth:`state_dict` output (arrays already shaped like this learner's)."""
+        """Restore :meth:`state_dict` output (restored against :meth:`template`)."""
         self.model.check_params(data["train_state"].params)
         self.state = data["train_state"]
         self.version = int(data["version"])
-        self._published = data["published"]
+        self._published = jax.tree_util.tree_map(np.asarray, data["published"])
+        self.model.check_params(self._published)

@@ -125,8 +125,8 @@ def search(
       config: planner settings.
       discount: gamma; two-player searches use ``-gamma`` between plies.
       two_player: alternate points of view between plies (zero-sum games).
-      temperature: PUCT action temperature, a scalar or ``[B]`` (may be traced),
-        overriding ``config.temperature``; 0 picks the most visited action.
+      temperature: PUCT action temperature, a scalar or ``[B]`` (may be traced;
+        default 1, visit-proportional); 0 picks the most visited action.
       gumbel_scale: Gumbel root-noise scale, a scalar or ``[B]``, overriding
         ``config.gumbel_scale``; 0 makes the choice deterministic.
 
@@ -167,7 +167,7 @@ def search(
             dirichlet_alpha=config.dirichlet_alpha,
             pb_c_init=config.pb_c_init,
             pb_c_base=config.pb_c_base,
-            temperature=_per_element(config.temperature if temperature is None else temperature),
+            temperature=_per_element(1.0 if temperature is None else temperature),
         )
     else:
         out = mctx.gumbel_muzero_policy(

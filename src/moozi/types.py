@@ -171,3 +171,26 @@ class SearchOutput:
     prior_value: Array
     policy_entropy: Array
     max_depth: Array
+
+
+@struct.dataclass
+class ReplaySample:
+    """What replay hands the learner: raw windows, not targets (numpy, or device arrays once put).
+
+    The learner's jitted update builds the targets from the windows with
+    :func:`moozi.targets.make_targets`, so no large float targets are ever
+    materialised on the host.
+
+    Attributes:
+      windows: :class:`Trajectory` with a leading ``[B]`` axis over windows of
+        ``W = L + K + N + 1`` steps around each position (frames in the game's
+        storage dtype, e.g. uint8); ``first`` / ``last`` / ``is_terminal`` ``[B]``.
+      positions: ``[B]`` int32 index of each sampled position inside its window.
+      ids: ``[B]`` int64 replay position ids (for priority updates).
+      weights: ``[B]`` float32 importance-sampling weights (at most 1).
+    """
+
+    windows: Trajectory
+    positions: Array
+    ids: Array
+    weights: Array

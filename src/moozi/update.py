@@ -14,10 +14,11 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from moozi.config import LearnerConfig
+from moozi.config import LearnerConfig, TargetConfig
 from moozi.losses import loss_fn
 from moozi.model.networks import Model
-from moozi.types import Batch, Params
+from moozi.targets import make_targets
+from moozi.types import Batch, Params, Trajectory
 
 
 @struct.dataclass
@@ -104,6 +105,42 @@ def update_step(state: TrainState, batch: Batch, *, model: Model, config: Learne
     return new_state, metrics, aux["priorities"]
 
 
+def build_batch(windows: Trajectory, positions, weights, *, target_config: TargetConfig, num_actions: int,
+                frame_scale: float = 1.0) -> Batch:
+    """Targets for a batch of raw replay windows (inside the learner's jit).
+
+    Args:
+      windows: :class:`Trajectory` with a leading ``[B]`` axis (frames in any
+        numeric storage dtype; decoded as ``frames * frame_scale``).
+      positions: ``[B]`` index of each position in its window.
+      weights: ``[B]`` importance weights.
+    """
+    def one(traj, t):
+        frames = traj.frames.astype(jnp.float32)
+        if frame_scale != 1.0:
+            frames = frames * frame_scale
+        return make_targets(traj.replace(frames=frames), t, target_config, num_actions)
+
+    targets = jax.vmap(one)(windows, positions)
+    return Batch(targets=targets, weights=jnp.asarray(weights, jnp.float32))
+
+
+def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, *, model: Model,
+                        config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
+    """:func:`update_step` on a batch built from raw replay windows by :func:`build_batch`."""
+    batch = build_batch(windows, positions, weights, target_config=target_config, num_actions=model.num_actions,
+                        frame_scale=frame_scale)
+    return update_step(state, batch, model=model, config=config)
+
+
 def make_update_fn(model: Model, config: LearnerConfig):
-    """``jit``-compiled ``update_step`` with ``model`` and ``config`` fixed; the input state is donated."""
+    """``jit``-compiled ``update_step(state, batch)`` with ``model`` and ``config`` fixed; the input state is donated."""
     return jax.jit(functools.partial(update_step, model=model, config=config), donate_argnums=(0,))
+
+
+def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
+    """``jit``-compiled ``(state, windows, positions, weights) -> (state, metrics, priorities)``;
+    targets are built on the device from the raw windows; the input state is donated."""
+    fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
+                           frame_scale=float(frame_scale))
+    return jax.jit(fn, donate_argnums=(0,))

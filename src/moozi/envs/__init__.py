@@ -8,7 +8,15 @@
   packages are imported only when one of their games is built).
 """
 
-from moozi.envs.contract import EnvSpec, IllegalActionError, TimeStep, UnknownEnvError
+from moozi.envs.contract import (
+    EnvSpec,
+    IllegalActionError,
+    TimeStep,
+    UnknownEnvError,
+    check_lossless,
+    decode_frames,
+    encode_frames,
+)
 from moozi.envs.device import DeviceEnv, EnvState, check_actions, checked_step, reset_batch, step_batch
 from moozi.envs.registry import list_envs, make_env, register, unregister
 
@@ -20,7 +28,10 @@ __all__ = [
     "TimeStep",
     "UnknownEnvError",
     "check_actions",
+    "check_lossless",
     "checked_step",
+    "decode_frames",
+    "encode_frames",
     "list_envs",
     "make_env",
     "register",

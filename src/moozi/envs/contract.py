@@ -89,6 +89,12 @@ class EnvSpec:
         game also terminated there, not ``is_terminal``), or None for no cap.
       path: ``"device"`` (pure JAX, jittable, vmappable) or ``"host"`` (Python
         environments stepped outside jit).
+      observation_dtype: how frames are stored in replay and sent between
+        processes: ``"uint8"`` (the observation divided by
+        ``observation_scale`` is an integer in 0..255: binary planes, pixels)
+        or ``"float32"``. Observations themselves are always float32.
+      observation_scale: observation = stored value x scale (``1/255`` for
+        pixels scaled to [0, 1]; 1 otherwise).
     """
 
     name: str
@@ -97,6 +103,8 @@ class EnvSpec:
     num_players: int = 1
     max_episode_steps: int | None = None
     path: str = "device"
+    observation_dtype: str = "float32"
+    observation_scale: float = 1.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -117,7 +125,44 @@ class EnvSpec:
             _spec_fail("max_episode_steps", m, "None or an integer >= 1")
         if self.path not in ("device", "host"):
             _spec_fail("path", self.path, "'device' or 'host'")
+        if self.observation_dtype not in ("uint8", "float32"):
+            _spec_fail("observation_dtype", self.observation_dtype, "'uint8' or 'float32'")
+        s = self.observation_scale
+        if not isinstance(s, (int, float)) or isinstance(s, bool) or not s > 0:
+            _spec_fail("observation_scale", s, "a number > 0")
 
     @property
     def two_player(self) -> bool:
         return self.num_players == 2
+
+
+def encode_frames(spec: EnvSpec, observations):
+    """Observations (float32, any leading axes) -> frames in ``spec.observation_dtype``.
+
+    Works on numpy and JAX arrays alike (inside ``jit`` too). uint8 frames are
+    ``round(observation / observation_scale)``; use :func:`check_lossless`
+    where a game's declaration is not trusted.
+    """
+    if spec.observation_dtype == "float32":
+        return observations.astype("float32")
+    xp = jnp if isinstance(observations, jax.Array) else __import__("numpy")
+    return xp.clip(xp.rint(observations / spec.observation_scale), 0, 255).astype("uint8")
+
+
+def decode_frames(spec_or_scale, frames):
+    """Stored frames -> float32 observations (``frames x observation_scale``); numpy or JAX."""
+    scale = spec_or_scale.observation_scale if isinstance(spec_or_scale, EnvSpec) else float(spec_or_scale)
+    frames = frames.astype("float32")
+    return frames if scale == 1.0 else frames * scale
+
+
+def check_lossless(spec: EnvSpec, observations, frames) -> None:
+    """Raise ValueError naming the game when ``frames`` do not decode back to ``observations``."""
+    import numpy as np
+
+    back = np.asarray(decode_frames(spec, np.asarray(frames)))
+    if not np.allclose(back, np.asarray(observations), rtol=0, atol=1e-6 * max(1.0, spec.observation_scale)):
+        raise ValueError(
+            f"{spec.name}: the spec declares observation_dtype uint8 with scale {spec.observation_scale}, but an "
+            "observation is not an integer 0..255 times that scale; declare observation_dtype 'float32'"
+        )

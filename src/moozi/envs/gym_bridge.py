@@ -456,6 +456,8 @@ class AleEnv(HostEnv):
             num_players=1,
             max_episode_steps=max_episode_steps,
             path="host",
+            observation_dtype="uint8",  # pixels / 255
+            observation_scale=1.0 / 255.0,
         )
         self._legal = np.ones((self.spec.num_actions,), bool)
 

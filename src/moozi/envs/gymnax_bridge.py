@@ -104,6 +104,8 @@ class GymnaxEnv(DeviceEnv):
             num_actions=num_actions,
             num_players=1,
             max_episode_steps=cap,
+            # MinAtar boards are binary planes: stored as uint8 (4x smaller than float32).
+            observation_dtype="uint8" if obs.dtype in (jnp.bool_, jnp.uint8) or "MinAtar" in game else "float32",
         )
 
     def _init(self, key):

@@ -131,6 +131,7 @@ class MinAtarEnv(HostEnv):
         self.spec = EnvSpec(
             name=name,
             observation_shape=tuple(int(d) for d in self._env.state_shape()),
+            observation_dtype="uint8",  # binary planes
             num_actions=len(self._actions),
             num_players=1,
             max_episode_steps=cap,

@@ -236,6 +236,8 @@ class OpenSpielEnv(HostEnv):
                 num_players=self._num_players,
                 max_episode_steps=cap,
                 path="host",
+                observation_dtype="uint8" if self._game.get_type().short_name in BINARY_OBSERVATION_GAMES
+                else "float32",
             )
         except ConfigError as e:
             msg = f"{name}: check the game parameters; OpenSpiel built a game moozi cannot use: {e}"
@@ -301,6 +303,11 @@ class OpenSpielEnv(HostEnv):
 
     def render(self) -> str | None:
         return None if self._state is None else str(self._state)
+
+
+# Games whose observation tensors are 0/1 planes (stored as uint8); others stay float32.
+BINARY_OBSERVATION_GAMES = frozenset({"tic_tac_toe", "connect_four", "breakthrough", "othello", "hex", "go",
+                                      "clobber", "checkers", "chess"})
 
 
 def _with_player_plane(shape: tuple[int, ...], num_players: int) -> tuple[int, ...]:

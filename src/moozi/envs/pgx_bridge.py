@@ -105,6 +105,7 @@ class PgxEnv(DeviceEnv):
             num_actions=int(init.legal_action_mask.shape[0]),
             num_players=int(self._env.num_players),
             max_episode_steps=cap,
+            observation_dtype="uint8" if init.observation.dtype in (jnp.bool_, jnp.uint8) else "float32",
         )
 
     def _init(self, key):

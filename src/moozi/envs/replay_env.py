@@ -25,7 +25,7 @@ Queue and slots:
 
 What a replayed step holds (stored index ``i`` of a trajectory ``tr``):
 
-* ``observation = tr.frames[i]`` (float32), ``reward = tr.rewards[i]`` (0 on
+* ``observation = tr.frames[i]`` (float32; stored uint8 frames are decoded with the spec's scale), ``reward = tr.rewards[i]`` (0 on
   the first step whatever is stored there), ``is_first = i == tr.first``,
   ``is_last = i == tr.last``, ``is_terminal = is_last and tr.is_terminal``,
   ``to_play = tr.to_play[i]``.
@@ -57,7 +57,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from moozi.envs.contract import EnvSpec, IllegalActionError, TimeStep
+from moozi.envs.contract import EnvSpec, IllegalActionError, TimeStep, decode_frames
 from moozi.types import DUMMY_ACTION, Trajectory, to_env_action
 
 
@@ -160,7 +160,9 @@ class ReplayEnvPool:
 
     def _check(self, tr: Trajectory, legal, tid: int) -> _Stored:
         spec, where = self.spec, f"{self.spec.name}: trajectory {tid}"
-        frames = np.asarray(tr.frames, np.float32)
+        frames = np.asarray(tr.frames)
+        if frames.dtype != np.float32:  # stored frames (e.g. uint8) -> observations
+            frames = np.asarray(decode_frames(spec, frames), np.float32)
         s = frames.shape[0] if frames.ndim else 0
         if frames.shape[1:] != spec.observation_shape:
             raise ValueError(f"{where}: frames have shape {frames.shape}; expected [S, *{spec.observation_shape}]")

@@ -24,7 +24,7 @@ opponent. For each board it stores
   boards have no optimal moves.
 
 :func:`perfect_opponent` plays uniformly at random among the optimal moves
-(so evaluation games vary). It is a :data:`moozi.acting.Opponent`.
+(so evaluation games vary). It is a :data:`moozi.workers.device_actor.DeviceOpponent`.
 
 Decoding the pgx state (pgx 2.x ``pgx.tic_tac_toe.State``): ``inner._x.board``
 is ``[9]`` int32 with ``-1`` empty, ``0`` X, ``1`` O, and ``inner._x.color`` is
@@ -36,7 +36,7 @@ the mover's point of view (plane 0: mover's pieces, plane 1: opponent's).
 
 ``openspiel:tic_tac_toe`` (host path): :func:`host_perfect_opponent` is the
 same player for a host pool (numpy in and out, a
-:data:`moozi.host_acting.HostOpponent`). The bridge's observation is
+:data:`moozi.workers.pool_actor.HostOpponent`). The bridge's observation is
 ``[3, 3, 3]`` (OpenSpiel's ``(C, H, W)`` transposed), planes ``(empty, o,
 x)``, and it is the same for both players (not mover-relative); ``x`` is
 OpenSpiel player 0, who moves first, and ``o`` player 1, so
@@ -215,7 +215,7 @@ def host_perfect_opponent(rng: np.random.Generator, timestep) -> np.ndarray:
     board decoded with :func:`cells_from_openspiel`, restricted to
     ``legal_actions``; falls back to any legal move if that leaves nothing
     (cannot happen on a consistent board) and returns 0 where nothing is legal
-    (last steps). A :data:`moozi.host_acting.HostOpponent`.
+    (last steps). A :data:`moozi.workers.pool_actor.HostOpponent`.
     """
     optimal, _ = _tables()
     cells = cells_from_openspiel(timestep.observation, timestep.to_play)
@@ -231,15 +231,15 @@ def host_perfect_opponent(rng: np.random.Generator, timestep) -> np.ndarray:
 def make_opponent(name: str, env_name: str, path: str = "device") -> Callable:
     """An opponent by name: ``"random"`` (any env) or ``"perfect"`` (tic-tac-toe only).
 
-    ``path="device"`` gives a jittable :data:`moozi.acting.Opponent`;
-    ``path="host"`` a :data:`moozi.host_acting.HostOpponent` (numpy).
+    ``path="device"`` gives a jittable :data:`moozi.workers.device_actor.DeviceOpponent`;
+    ``path="host"`` a :data:`moozi.workers.pool_actor.HostOpponent` (numpy).
     """
     if name == "random":
         if path == "host":
-            from moozi.host_acting import host_random_opponent
+            from moozi.workers.pool_actor import host_random_opponent
 
             return host_random_opponent
-        from moozi.acting import random_opponent
+        from moozi.workers.device_actor import random_opponent
 
         return random_opponent
     if name == "perfect":

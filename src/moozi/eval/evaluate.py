@@ -1,0 +1,66 @@
+"""``moozi eval``: play a trained agent (test planner, greedy) against an opponent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from moozi.config import ConfigError
+from moozi.driver import build_parts, load_params, load_run_config
+from moozi.workers import agent_return, make_actor, play_games
+
+
+def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0) -> dict:
+    """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
+
+    Two-player games: the agent takes each seat in half of the games (exactly
+    half when ``games`` is even); results are from the agent's point of view.
+    Single-player games ignore the opponent and report returns.
+    """
+    from moozi.eval.perfect import make_opponent
+
+    config = load_run_config(run_dir)
+    env, model = build_parts(config)
+    try:
+        opp = make_opponent(opponent, config.env.name, path=env.spec.path)
+    except ValueError as err:
+        raise ConfigError(f"--opponent {opponent}: {err}") from err
+    params, meta = load_params(run_dir, model)
+    two_player = env.spec.two_player
+    num_envs = min(games, 128)
+    if two_player and num_envs % 2:
+        num_envs = max(num_envs - 1, 2)
+    actor = make_actor(config, env, model, "test", jax.random.key(seed), seed=seed ^ 0x5EED, num_envs=num_envs,
+                       opponent=opp)
+    try:
+        actor.set_params(0, params)
+        results = play_games(actor, games)
+    finally:
+        actor.close()
+        if env.spec.path == "host":
+            env.close()
+    returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
+    seats = np.array([g.agent_seat for g in results])
+    out = {
+        "run_dir": str(run_dir),
+        "env": config.env.name,
+        "opponent": opponent if two_player else None,
+        "games": int(len(results)),
+        "updates": int(meta["counters"]["updates"]),
+        "env_steps": int(meta["counters"]["env_steps"]),
+    }
+    if two_player:
+        out.update(
+            wins=int(np.sum(returns > 0)),
+            draws=int(np.sum(returns == 0)),
+            losses=int(np.sum(returns < 0)),
+            games_as_first_seat=int(np.sum(seats == 0)),
+            losses_as_first_seat=int(np.sum((returns < 0) & (seats == 0))),
+            losses_as_second_seat=int(np.sum((returns < 0) & (seats == 1))),
+        )
+    else:
+        out.update(return_mean=float(returns.mean()), return_std=float(returns.std()),
+                   return_min=float(returns.min()), return_max=float(returns.max()))
+    return out

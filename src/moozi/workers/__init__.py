@@ -1,0 +1,60 @@
+"""Acting workers (no Ray import): one policy step, two actors, episode assembly.
+
+* :mod:`.policy`: the jitted policy step every actor shares.
+* :mod:`.episodes`: :class:`Episode`, the assembler, scoring of test games.
+* :mod:`.device_actor` / :mod:`.pool_actor`: the two :class:`Actor` implementations.
+* :func:`make_actor`: the actor a config asks for (training or testing role).
+"""
+
+from __future__ import annotations
+
+from moozi.workers.actor import Actor
+from moozi.workers.episodes import Episode, EpisodeAssembler, agent_return, play_games
+from moozi.workers.policy import PolicyConfig, StepSample
+
+__all__ = ["Actor", "Episode", "EpisodeAssembler", "PolicyConfig", "StepSample", "agent_return", "play_games",
+           "make_actor"]
+
+
+def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: int | None = None,
+               opponent=None, pool=None):
+    """The actor for ``role`` (``"train"`` or ``"test"``) of a run's ``config``.
+
+    A JAX-native game gets a :class:`~moozi.workers.device_actor.DeviceActor`;
+    any other a :class:`~moozi.workers.pool_actor.PoolActor` over a pool of
+    ``num_envs`` copies (``pool`` overrides it). ``opponent`` plays the other
+    seat of two-player test games (a device or host opponent to match the path).
+    """
+    from moozi.envs.pool import episode_seed, make_pool
+
+    if role not in ("train", "test"):
+        raise ValueError(f"role = {role!r} is invalid: allowed 'train' or 'test'")
+    train = role == "train"
+    c = config
+    policy = PolicyConfig(
+        spec=env.spec,
+        planner=c.planner if train else c.test_planner,
+        discount=c.targets.discount,
+        history_length=c.targets.history_length,
+        mode=role,
+        explore_moves=c.acting.explore_moves,
+        random_moves=c.acting.random_moves,
+        random_move_prob=c.acting.random_move_prob,
+        record_frames=train,
+    )
+    if num_envs is None:
+        num_envs = c.env.num_envs if train else c.testing.envs
+    acting = c.acting if train else None
+    if env.spec.path == "device" and pool is None:
+        from moozi.workers.device_actor import DeviceActor
+
+        steps = c.acting.steps_per_epoch if train else c.testing.steps_per_segment
+        return DeviceActor(env, model, policy, num_envs, steps, rng, acting=acting, opponent=opponent)
+    from moozi.workers.pool_actor import PoolActor
+
+    if pool is None:
+        pool_seed = seed if train else episode_seed(seed, -1 % 2**31, 0)
+        pool = make_pool(c.env.name, num_envs, seed=pool_seed, num_workers=c.env.num_workers if train else 0,
+                         modules=c.env.modules, **c.env.kwargs)
+    steps = c.acting.steps_per_epoch if train else 1
+    return PoolActor(pool, model, policy, steps, rng, acting=acting, opponent=opponent, seed=seed)
