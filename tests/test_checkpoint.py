@@ -1,4 +1,8 @@
-"""Checkpoints: round trips, atomic layout, pruning, corruption fallback."""
+"""Checkpoints: round trips, atomic layout, parts, pruning, corruption fallback, older formats.
+
+Most tests store one part named ``state`` (file ``state.msgpack``) through the
+thin wrappers below; the part-specific behaviour has its own tests at the end.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,29 @@ import pytest
 from moozi.checkpoint import (
     CheckpointError,
     CorruptCheckpointError,
+    LegacyCheckpointError,
+    PendingCheckpoint,
+    checkpoint_parts,
     list_checkpoints,
-    load_checkpoint,
-    load_latest,
-    save_checkpoint,
+    write_part,
 )
+from moozi.checkpoint import load_checkpoint as load_parts
+from moozi.checkpoint import load_latest as latest_parts
+from moozi.checkpoint import save_checkpoint as save_parts
+
+
+def save_checkpoint(directory, step, state, metadata, keep=3):
+    return save_parts(directory, step, {"state": state}, metadata, keep=keep)
+
+
+def load_checkpoint(path, template=None):
+    parts, meta = load_parts(path, {"state": template})
+    return parts["state"], meta
+
+
+def load_latest(directory, template=None):
+    parts, meta, path = latest_parts(directory, {"state": template})
+    return parts["state"], meta, path
 from moozi.config import LearnerConfig, ModelConfig
 from moozi.model.networks import build_model
 from moozi.update import TrainState, init_train_state
@@ -174,8 +196,8 @@ def test_metadata_records_checksum_and_versions(tmp_path):
     path = save_checkpoint(tmp_path, 1, {"x": np.ones(3)}, {"a": 1})
     record = json.loads((path / "metadata.json").read_text())
     assert record["format"] == "moozi-checkpoint" and record["step"] == 1
-    assert len(record["data_sha256"]) == 64
-    assert record["data_bytes"] == (path / "state.msgpack").stat().st_size
+    assert record["format_version"] == 2 and len(record["parts"]["state"]["sha256"]) == 64
+    assert record["parts"]["state"]["bytes"] == (path / "state.msgpack").stat().st_size
     assert {"jax", "flax", "numpy", "python", "moozi"} <= set(record["versions"])
     assert record["metadata"] == {"a": 1}
 
@@ -229,7 +251,7 @@ def test_undecodable_data_with_matching_checksum_is_rejected(tmp_path):
     junk = b"\xc1\xc1\xc1 not msgpack"
     (path / "state.msgpack").write_bytes(junk)
     record = json.loads((path / "metadata.json").read_text())
-    record.update(data_bytes=len(junk), data_sha256=hashlib.sha256(junk).hexdigest())
+    record["parts"]["state"].update(bytes=len(junk), sha256=hashlib.sha256(junk).hexdigest())
     (path / "metadata.json").write_text(json.dumps(record))
     with pytest.raises(CheckpointError, match="could not be decoded"):
         load_latest(tmp_path)
@@ -312,14 +334,14 @@ def test_load_checkpoint_on_parent_folder_points_to_load_latest(tmp_path):
 
 
 def test_replay_buffer_state_round_trip(tmp_path):
-    from moozi.config import TargetConfig
-    from moozi.replay import ReplayBuffer, ReplayConfig
+    from moozi.config import ReplayConfig, TargetConfig
+    from moozi.replay import ReplayBuffer
     from moozi.types import Trajectory
 
     def traj(n, seed):
         rng = np.random.default_rng(seed)
         return Trajectory(
-            frames=rng.normal(size=(n, 2, 2, 1)).astype(np.float32),
+            frames=rng.integers(0, 2, size=(n, 2, 2, 1)).astype(np.uint8),
             actions=np.r_[rng.integers(1, 3, n - 1), 0].astype(np.int32),
             rewards=np.r_[0.0, rng.normal(size=n - 1)].astype(np.float32),
             root_values=rng.normal(size=n).astype(np.float32),
@@ -332,15 +354,53 @@ def test_replay_buffer_state_round_trip(tmp_path):
 
     tcfg = TargetConfig(history_length=2, unroll_steps=2, td_steps=3, discount=0.9)
     cfg = ReplayConfig(capacity=30, sampling="proportional")
-    buf = ReplayBuffer(cfg, tcfg)
+    buf = ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=4)
     for seed in range(4):
         buf.add(traj(6, seed))
-    save_checkpoint(tmp_path, 1, {"replay": buf.state_dict()}, {})
-    state, _, _ = load_latest(tmp_path)
-    restored = ReplayBuffer(cfg, tcfg)
+    save_parts(tmp_path, 1, {"replay": buf.state_dict()}, {})
+    state, _, _ = latest_parts(tmp_path)
+    restored = ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=0)
     restored.load_state_dict(state["replay"])
-    b1, i1 = buf.sample(8, np.random.default_rng(0))
-    b2, i2 = restored.sample(8, np.random.default_rng(0))
-    np.testing.assert_array_equal(i1, i2)
-    _assert_tree_equal(b1, b2)
+    s1, s2 = buf.sample(8), restored.sample(8)
+    np.testing.assert_array_equal(s1.ids, s2.ids)
+    _assert_tree_equal(s1.windows, s2.windows)
     restored.add(traj(5, 9))  # restored arrays are writable
+
+
+def test_parts_are_committed_together_and_loaded_by_name(tmp_path):
+    pending = PendingCheckpoint(tmp_path, 4)
+    pending.write_part("learner", {"w": np.ones(3)})
+    # A component in another process writes its own part into the pending folder.
+    record = write_part(pending.folder, "actor", {"rng": jax.random.key(3), "steps": 12})
+    assert list_checkpoints(tmp_path) == []  # nothing visible before the commit
+    pending.add_part("actor", record)
+    path = pending.commit({"n": 4})
+    assert checkpoint_parts(path) == ["actor", "learner"]
+    parts, meta = load_parts(path, parts=["actor"])
+    assert set(parts) == {"actor"} and parts["actor"]["steps"] == 12 and meta == {"n": 4}
+    with pytest.raises(CheckpointError, match="no part 'replay'"):
+        load_parts(path, parts=["replay"])
+    with pytest.raises(CheckpointError, match="not written"):
+        PendingCheckpoint(tmp_path, 5).add_part("x", {"file": "x.msgpack"})
+
+
+def test_a_part_saved_less_often_is_found_in_an_older_checkpoint_and_kept(tmp_path):
+    save_parts(tmp_path, 1, {"learner": {"v": 1}, "replay": {"r": 1}}, {}, keep=2, keep_part="replay")
+    for step in (2, 3, 4):
+        save_parts(tmp_path, step, {"learner": {"v": step}}, {}, keep=2, keep_part="replay")
+    steps = [c.step for c in list_checkpoints(tmp_path)]
+    assert steps == [1, 3, 4]  # the newest two, plus the newest one holding replay
+    parts, _, path = latest_parts(tmp_path, parts=["replay"])
+    assert parts["replay"] == {"r": 1} and path.name == "step_000000001"
+    parts, _, path = latest_parts(tmp_path, parts=["learner"])
+    assert parts["learner"] == {"v": 4}
+
+
+def test_a_checkpoint_from_before_parts_is_refused_saying_why(tmp_path):
+    old = tmp_path / "step_000000010"
+    old.mkdir()
+    (old / "state.msgpack").write_bytes(b"x")
+    (old / "metadata.json").write_text(json.dumps({"format": "moozi-checkpoint", "format_version": 1, "step": 10,
+                                                   "data_file": "state.msgpack", "metadata": {}}))
+    with pytest.raises(LegacyCheckpointError, match="before checkpoints were split into parts"):
+        latest_parts(tmp_path)

@@ -47,7 +47,9 @@ def test_train_refuses_to_overwrite_a_run(ttt_run, capsys):
     "argv, message",
     [
         (["train", "--preset", "nope"], "unknown preset 'nope': available presets are asterix, atari-pong, breakout"),
-        (["train", "--preset", "cartpole", "driver.batchsize=3"], "unknown key driver.batchsize"),
+        (["train", "--preset", "cartpole", "schedule.batchsize=3"], "unknown key schedule.batchsize"),
+        (["train", "--preset", "cartpole", "driver.batch_size=3"], "driver.batch_size has moved: it is now schedule.batch_size"),
+        (["train", "--preset", "cartpole", "planner.temperature=0.5"], "planner.temperature has moved: it is now acting.temperature"),
         (["train", "--preset", "cartpole", "planner.kind=beam"], "planner.kind = 'beam' is invalid"),
         (["train", "--preset", "cartpole", "env.name=gymnax:Pong"], "unknown environment"),
         (["train", "--resume", "/nonexistent/run"], "not a moozi run directory"),

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 import pytest
 
-from moozi.cli import load_preset
+from moozi.presets import load_preset
 from moozi.config import ConfigError, config_from_dict
 from moozi.envs import IllegalActionError, list_envs, make_env, unregister
 from moozi.envs.pool import make_pool
@@ -213,15 +213,15 @@ def test_preset_file_errors(tmp_path):
 
 TINY = [
     "env.num_envs=4",
-    "driver.steps_per_epoch=4",
-    "driver.batch_size=8",
-    "driver.samples_per_env_step=2",
-    "driver.min_replay_steps=1",
-    "driver.test_every=2",
-    "driver.test_episodes=2",
-    "driver.test_envs=2",
-    "driver.test_steps_per_segment=6",
-    "driver.max_env_steps=64",
+    "acting.steps_per_epoch=4",
+    "schedule.batch_size=8",
+    "schedule.samples_per_env_step=2",
+    "schedule.min_replay_steps=1",
+    "testing.every=2",
+    "testing.episodes=2",
+    "testing.envs=2",
+    "testing.steps_per_segment=6",
+    "schedule.max_env_steps=64",
     "planner.num_simulations=2",
     "test_planner.num_simulations=2",
     "model.head_hidden=8",
@@ -235,7 +235,7 @@ def test_train_and_eval_catch_from_its_folder(tmp_path):
     """The documented commands, from examples/custom_game: train from catch.yaml, then eval the run."""
     run = tmp_path / "run"
     cli = [sys.executable, "-m", "moozi.cli"]
-    # --minutes is only a safety net here: driver.max_env_steps ends the run.
+    # --minutes is only a safety net here: schedule.max_env_steps ends the run.
     train = subprocess.run(
         [*cli, "train", "--preset", "catch.yaml", "--run-dir", str(run), "--minutes", "5", *TINY],
         cwd=EXAMPLE_DIR, capture_output=True, text=True, timeout=900,

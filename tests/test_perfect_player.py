@@ -219,7 +219,7 @@ def test_perfect_vs_random_never_loses(games):
 
 
 def test_make_opponent():
-    from moozi.acting import random_opponent
+    from moozi.workers.device_actor import random_opponent
 
     assert make_opponent("random", "gymnax:CartPole-v1") is random_opponent
     assert make_opponent("random", "pgx:tic_tac_toe") is random_opponent

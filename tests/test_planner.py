@@ -20,7 +20,7 @@ POSITIONS = [
 
 
 def _config(kind):
-    return PlannerConfig(kind=kind, num_simulations=64, dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
+    return PlannerConfig(kind=kind, num_simulations=64, dirichlet_fraction=0.0, gumbel_scale=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,8 @@ def true_model_results():
         cfg = _config(kind)
         fn = jax.jit(
             lambda rng, c, cfg=cfg: search(
-                None, rng, ttt.root(c), ttt.step, ttt.legal_actions(c), cfg, discount=1.0, two_player=True
+                None, rng, ttt.root(c), ttt.step, ttt.legal_actions(c), cfg, discount=1.0, two_player=True,
+                temperature=0.0,
             )
         )
         results[kind] = fn(jax.random.key(0), cells)
@@ -57,7 +58,7 @@ def test_losing_side_sees_negative_value():
     # O to move cannot stop X: X threatens cell 2 (top row) and cell 6 (left column).
     cells = jnp.stack([ttt.from_string("XX./XO./..O", "O")])
     out = search(None, jax.random.key(1), ttt.root(cells), ttt.step, ttt.legal_actions(cells),
-                 PlannerConfig(kind="puct", num_simulations=200, dirichlet_fraction=0.0, temperature=0.0),
+                 PlannerConfig(kind="puct", num_simulations=200, dirichlet_fraction=0.0),
                  discount=1.0, two_player=True)
     assert float(out.root_value[0]) < -0.1
 

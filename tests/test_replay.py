@@ -1,4 +1,4 @@
-"""Replay buffer and sum tree: storage, eviction, sampling laws, IS weights, targets, resume."""
+"""Replay buffer and sum tree: storage, eviction, sampling laws, IS weights, windows -> targets, resume."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moozi.config import ConfigError, TargetConfig
-from moozi.replay import ReplayBuffer, ReplayConfig, ReplayError
-from moozi.sumtree import MinTree, SumTree
+from moozi.config import ConfigError, ReplayConfig, TargetConfig
+from moozi.errors import ReplayError
+from moozi.learner import episode_priorities
+from moozi.replay import ReplayBuffer
+from moozi.replay.sumtree import MinTree, SumTree
 from moozi.targets import make_targets
 from moozi.types import Trajectory
+from moozi.update import build_batch
 
 TCFG = TargetConfig(history_length=2, unroll_steps=2, td_steps=3, discount=0.9)
 A = 3  # augmented actions: dummy + 2
@@ -41,9 +44,30 @@ def make_traj(n, seed=0, terminal=True, frame_shape=(2, 2, 1), binary=True, two_
     )
 
 
-def buffer(**kw):
+FRAME = (2, 2, 1)
+
+
+def buffer(frame_dtype="float32", seed=0, **kw):
     kw.setdefault("capacity", 64)
-    return ReplayBuffer(ReplayConfig(**kw), TCFG)
+    return ReplayBuffer(ReplayConfig(**kw), TCFG, FRAME, A, frame_dtype=frame_dtype, seed=seed)
+
+
+def add(buf, traj):
+    """Add with computed initial priorities |v* - G^N| (what the learner does)."""
+    return buf.add(traj, episode_priorities(traj, TCFG))
+
+
+def draw(buf, n, seed, beta=None):
+    """``sample_ids`` from a known generator state."""
+    buf.rng = np.random.default_rng(seed)
+    return buf.sample_ids(n, beta)
+
+
+def sample_batch(buf, n, seed):
+    """A batch of targets built from sampled windows, exactly as the learner's update builds it."""
+    buf.rng = np.random.default_rng(seed)
+    s = buf.sample(n)
+    return build_batch(s.windows, s.positions, s.weights, target_config=TCFG, num_actions=A), s.ids
 
 
 # ----------------------------------------------------------------------------- sum tree
@@ -156,7 +180,7 @@ def test_eviction_is_oldest_first_and_whole_trajectories():
     with pytest.raises(ReplayError, match="not stored"):
         buf.get_trajectory(1)
     # Evicted positions are never sampled.
-    idx, _ = buf.sample_indices(200, np.random.default_rng(0))
+    idx, _ = draw(buf, 200, 0)
     tids, steps = buf.locate(idx)
     assert set(tids.tolist()) <= {2, 3}
     assert (steps >= 0).all()
@@ -175,6 +199,8 @@ def test_validation_names_the_field():
     buf.add(make_traj(5))
     with pytest.raises(ReplayError, match="frames"):
         buf.add(make_traj(5, frame_shape=(3, 2, 1)))
+    with pytest.raises(ReplayError, match="dtype"):
+        buffer(frame_dtype="uint8").add(make_traj(5))
     bad = make_traj(5)
     bad = bad.replace(root_policies=np.full((5, A + 1), 0.25, np.float32))
     with pytest.raises(ReplayError, match="root_policies"):
@@ -187,21 +213,15 @@ def test_validation_names_the_field():
         buf.add(make_traj(5).replace(actions=np.full(5, A, np.int32)))
 
 
-def test_frame_storage_is_lossless_and_widens():
-    buf = buffer()
-    buf.add(make_traj(5, binary=True))
-    assert buf.frame_dtype == np.uint8
-    halves = make_traj(5, seed=1).replace(frames=np.full((5, 2, 2, 1), 0.5, np.float32))
-    buf.add(halves)
-    assert buf.frame_dtype == np.float16
-    real = make_traj(5, seed=2, binary=False)
-    buf.add(real)
-    assert buf.frame_dtype == np.float32
-    for tid, traj in ((0, make_traj(5, binary=True)), (1, halves), (2, real)):
-        np.testing.assert_array_equal(buf.get_trajectory(tid).frames, traj.frames)
-    plain = buffer(frame_storage="float32")
-    plain.add(make_traj(5))
-    assert plain.frame_dtype == np.float32
+def test_frames_are_stored_in_the_declared_dtype():
+    buf = buffer(frame_dtype="uint8")
+    traj = make_traj(5)
+    traj = traj.replace(frames=traj.frames.astype(np.uint8))
+    buf.add(traj)
+    assert buf._frames.dtype == np.uint8
+    np.testing.assert_array_equal(buf.get_trajectory(0).frames, traj.frames)
+    s = buf.sample(4)
+    assert s.windows.frames.dtype == np.uint8 and s.windows.frames.shape == (4, buf.window_length, *FRAME)
 
 
 def test_min_size():
@@ -209,10 +229,10 @@ def test_min_size():
     buf.add(make_traj(6))
     assert not buf.ready()
     with pytest.raises(ReplayError, match="min_size"):
-        buf.sample(4, np.random.default_rng(0))
+        buf.sample(4)
     buf.add(make_traj(6, seed=1))
     assert buf.ready()
-    buf.sample(4, np.random.default_rng(0))
+    buf.sample(4)
 
 
 # ----------------------------------------------------------------------------- sampling laws
@@ -229,7 +249,7 @@ def _four_positions(sampling, **kw):
 
 
 def _frequencies(buf, n=40_000, seed=0):
-    idx, w = buf.sample_indices(n, np.random.default_rng(seed))
+    idx, w = draw(buf, n, seed)
     freq = np.bincount(idx, minlength=4) / n
     return idx, w, freq
 
@@ -243,18 +263,18 @@ def test_golden_importance_weights_proportional():
     np.testing.assert_allclose(w, golden[idx], rtol=1e-6)
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.01)
     # beta = 0.5 at sample time: w = (P / P_min)^-0.5.
-    _, w_half = buf.sample_indices(8, np.random.default_rng(1), beta=0.5)
-    idx_half, _ = buf.sample_indices(8, np.random.default_rng(1), beta=0.5)
+    _, w_half = draw(buf, 8, 1, beta=0.5)
+    idx_half, _ = draw(buf, 8, 1, beta=0.5)
     np.testing.assert_allclose(w_half, np.sqrt(golden)[idx_half], rtol=1e-6)
     # Annealing through the setter.
     buf.beta = 0.0
-    _, w_zero = buf.sample_indices(8, np.random.default_rng(1))
+    _, w_zero = draw(buf, 8, 1)
     np.testing.assert_allclose(w_zero, 1.0)
 
 
 def test_batch_weight_normalization():
     buf = _four_positions("proportional", weight_normalization="batch")
-    idx, w = buf.sample_indices(3, np.random.default_rng(3))
+    idx, w = draw(buf, 3, 3)
     raw = 1.0 / (4 * np.array([0.1, 0.2, 0.3, 0.4]))[idx]
     np.testing.assert_allclose(w, raw / raw.max(), rtol=1e-6)
 
@@ -275,7 +295,7 @@ def test_uniform_sampling_skips_last_steps():
     buf = buffer(sampling="uniform")
     buf.add(make_traj(3))
     buf.add(make_traj(5, seed=1))
-    idx, w = buf.sample_indices(30_000, np.random.default_rng(0))
+    idx, w = draw(buf, 30_000, 0)
     _, steps = buf.locate(idx)
     tids, _ = buf.locate(idx)
     last = np.where(tids == 0, 2, 4)
@@ -297,7 +317,7 @@ def test_update_priorities_changes_sampling(sampling):
     prio = np.full(ids.shape, 1e-3)
     prio[ids == target] = 1e3
     buf.update_priorities(ids, prio)
-    idx, _ = buf.sample_indices(1000, np.random.default_rng(0))
+    idx, _ = draw(buf, 1000, 0)
     share = np.mean(idx == target)
     assert share > (0.95 if sampling == "proportional" else 0.2)
     # Ids of evicted positions are skipped, not applied to the step reusing the slot.
@@ -310,23 +330,26 @@ def test_rank_order_refreshes_after_eviction():
     buf = buffer(capacity=20, sampling="rank", rank_refresh_fraction=1.0)
     for seed in range(3):
         buf.add(make_traj(6, seed=seed))
-    buf.sample_indices(8, np.random.default_rng(0))  # builds the order
+    draw(buf, 8, 0)  # builds the order
     for seed in range(3, 6):
         buf.add(make_traj(6, seed=seed))  # evicts what the order points at
     for s in range(20):
-        idx, _ = buf.sample_indices(16, np.random.default_rng(s))
+        idx, _ = draw(buf, 16, s)
         tids, steps = buf.locate(idx)
         assert (tids >= 0).all() and (steps >= 0).all()
 
 
-def test_jax_key_and_int_seed_are_accepted():
-    buf = buffer()
-    buf.add(make_traj(6))
-    a, _ = buf.sample_indices(5, jax.random.key(3))
-    b, _ = buf.sample_indices(5, jax.random.key(3))
-    c, _ = buf.sample_indices(5, 7)
-    np.testing.assert_array_equal(a, b)
-    assert c.shape == (5,)
+def test_consecutive_samples_differ_and_restoring_state_repeats_the_sequence():
+    """Replay owns its generator: no caller-owned rng that a process boundary would copy."""
+    buf = buffer(seed=3)
+    for seed in range(3):
+        buf.add(make_traj(6, seed=seed))
+    state = buf.state_dict()
+    first = [buf.sample_ids(8)[0] for _ in range(3)]
+    assert not np.array_equal(first[0], first[1]) and not np.array_equal(first[1], first[2])
+    again = buffer(seed=99)
+    again.load_state_dict(state)
+    np.testing.assert_array_equal(np.stack([again.sample_ids(8)[0] for _ in range(3)]), np.stack(first))
 
 
 # ----------------------------------------------------------------------------- targets
@@ -354,8 +377,8 @@ def test_sample_targets_shapes_and_equal_whole_trajectory_targets(sampling):
         [(7, True, False), (2, False, False), (9, False, True), (5, True, True),
          (8, True, False), (1, True, False), (6, False, False)]
     ):
-        buf.add(make_traj(n, seed=seed, terminal=term, two_player=two, random_moves=seed % 2 == 0))
-    batch, idx = buf.sample(24, np.random.default_rng(0))
+        add(buf, make_traj(n, seed=seed, terminal=term, two_player=two, random_moves=seed % 2 == 0))
+    batch, idx = sample_batch(buf, 24, 0)
     t = batch.targets
     c = TCFG.history_length * (1 + A)
     assert t.observation.shape == (24, 2, 2, c) and t.next_observation.shape == (24, 2, 2, c)
@@ -372,8 +395,8 @@ def test_sample_targets_shapes_and_equal_whole_trajectory_targets(sampling):
 def test_initial_priorities_are_computed_or_max():
     buf = buffer(sampling="proportional", epsilon=0.01)
     traj = make_traj(6, seed=4)
-    buf.add(traj)
-    batch, idx = buf.sample(16, np.random.default_rng(0))
+    add(buf, traj)
+    batch, idx = sample_batch(buf, 16, 0)
     stored = buf._priority[idx % buf.config.capacity]
     np.testing.assert_allclose(stored, np.asarray(batch.targets.priority) + 0.01, rtol=1e-5)
     mx = buffer(sampling="proportional", initial_priority="max")
@@ -385,16 +408,17 @@ def test_initial_priorities_are_computed_or_max():
 
 def test_update_search_stats_flows_into_targets_and_priorities():
     buf = buffer(sampling="proportional", epsilon=1e-3)
-    buf.add(make_traj(8, seed=1))
+    add(buf, make_traj(8, seed=1))
     tid = 0
     ids = buf.trajectory_indices(tid)
     new_v = np.linspace(-1.0, 1.0, ids.size).astype(np.float32)
     new_p = np.tile(np.array([0.0, 0.25, 0.75], np.float32), (ids.size, 1))
-    assert buf.update_search_stats(ids, new_v, new_p) == ids.size
+    np.testing.assert_array_equal(buf.update_search_stats(ids, new_v, new_p), [tid])
     stored = buf.get_trajectory(tid)
     np.testing.assert_array_equal(stored.root_values, new_v)
     np.testing.assert_array_equal(stored.root_policies, new_p)
-    batch, idx = buf.sample(8, np.random.default_rng(0))
+    buf.set_trajectory_priorities(tid, episode_priorities(stored, TCFG))  # the learner's part
+    batch, idx = sample_batch(buf, 8, 0)
     _check_against_whole_trajectory(buf, batch, idx)
     np.testing.assert_allclose(
         buf._priority[idx % buf.config.capacity], np.asarray(batch.targets.priority) + 1e-3,
@@ -417,28 +441,31 @@ def test_state_dict_round_trip_reproduces_samples(sampling):
     buf = buffer(capacity=25, sampling=sampling, rank_refresh_fraction=0.5)
     for seed in range(5):
         buf.add(make_traj(6, seed=seed))
-    _, idx = buf.sample(8, np.random.default_rng(0))
+    _, idx = sample_batch(buf, 8, 0)
     buf.update_priorities(idx, np.arange(8.0))
     buf.beta = 0.4
     state = buf.state_dict()
     for value in state.values():
-        assert isinstance(value, (int, float, np.ndarray))
+        assert isinstance(value, (int, float, str, dict, np.ndarray))
 
     restored = buffer(capacity=25, sampling=sampling, rank_refresh_fraction=0.5)
     restored.load_state_dict(state)
     assert restored.beta == 0.4 and restored.stats() == buf.stats()
     for step in range(3):
-        r1, r2 = np.random.default_rng(step), np.random.default_rng(step)
-        b1, i1 = buf.sample(8, r1)
-        b2, i2 = restored.sample(8, r2)
+        b1, i1 = sample_batch(buf, 8, step)
+        b2, i2 = sample_batch(restored, 8, step)
         np.testing.assert_array_equal(i1, i2)
         _targets_equal(b1, b2)
         buf.update_priorities(i1, np.arange(8.0) + step)
         restored.update_priorities(i2, np.arange(8.0) + step)
         buf.add(make_traj(4, seed=10 + step))
         restored.add(make_traj(4, seed=10 + step))
-    np.testing.assert_array_equal(buf._sum._tree if buf._sum else 0,
-                                  restored._sum._tree if restored._sum else 0)
+    b1, i1 = buf.sample_ids(8)  # the generators' states came along too
+    b2, i2 = restored.sample_ids(8)
+    np.testing.assert_array_equal(b1, b2)
+    tree = getattr(buf._sampler, "_sum", None)
+    if tree is not None:
+        np.testing.assert_array_equal(tree._tree, restored._sampler._sum._tree)
 
 
 def test_load_state_dict_rejects_mismatched_config():
@@ -448,10 +475,12 @@ def test_load_state_dict_rejects_mismatched_config():
         buffer(capacity=30).load_state_dict(buf.state_dict())
     with pytest.raises(ReplayError, match="sampling"):
         buffer(capacity=25, sampling="rank").load_state_dict(buf.state_dict())
+    with pytest.raises(ReplayError, match="frames"):
+        buffer(capacity=25, frame_dtype="uint8").load_state_dict(buf.state_dict())
     empty = buffer(capacity=25)
     fresh = buffer(capacity=25)
     fresh.load_state_dict(empty.state_dict())
-    assert fresh.size == 0 and fresh.frame_dtype is None
+    assert fresh.size == 0
 
 
 def test_stats():
@@ -466,21 +495,12 @@ def test_stats():
     assert s["replay/priority_max"] == pytest.approx(4.0)
 
 
-def test_empty_buffer_with_known_shapes_round_trips():
-    """A buffer saved before its first trajectory (e.g. an early checkpoint) restores."""
-    cfg = ReplayConfig(capacity=64)
-    rb = ReplayBuffer(cfg, TargetConfig(history_length=2, unroll_steps=2, td_steps=2), num_actions=4, frame_shape=(1, 1, 3))
-    rb2 = ReplayBuffer(cfg, TargetConfig(history_length=2, unroll_steps=2, td_steps=2), num_actions=4, frame_shape=(1, 1, 3))
-    rb2.load_state_dict(rb.state_dict())
-    assert rb2.size == 0 and rb2.num_actions == 4 and rb2.frame_shape == (1, 1, 3)
-
-
 def test_random_move_flags_are_stored_checkpointed_and_cut_targets():
     buf = buffer(capacity=40, sample_last_step=True)
     flagged = make_traj(9, seed=3, two_player=True, random_moves=True)
     assert flagged.random_actions[:-1].any()
-    tid = buf.add(flagged)
-    plain = buf.add(make_traj(6, seed=4))
+    tid = add(buf, flagged)
+    plain = add(buf, make_traj(6, seed=4))
     np.testing.assert_array_equal(buf.get_trajectory(tid).random_actions, flagged.random_actions)
     assert not buf.get_trajectory(plain).random_actions.any()
     # The flags change the targets (compared with the same episode unflagged).
@@ -488,14 +508,10 @@ def test_random_move_flags_are_stored_checkpointed_and_cut_targets():
     cut = [float(make_targets(whole, t, TCFG, A).value[0]) for t in range(9)]
     uncut = [float(make_targets(bare, t, TCFG, A).value[0]) for t in range(9)]
     assert cut != uncut
-    batch, idx = buf.sample(16, np.random.default_rng(1))
+    batch, idx = sample_batch(buf, 16, 1)
     _check_against_whole_trajectory(buf, batch, idx)
 
     state = buf.state_dict()
     restored = buffer(capacity=40, sample_last_step=True)
     restored.load_state_dict(state)
     np.testing.assert_array_equal(restored.get_trajectory(tid).random_actions, flagged.random_actions)
-    # A checkpoint written before the flags existed loads with no random moves.
-    old = {k: v for k, v in state.items() if k != "random_actions"}
-    restored.load_state_dict(old)
-    assert not restored.get_trajectory(tid).random_actions.any()

@@ -10,19 +10,24 @@ import jax
 import numpy as np
 
 from moozi.checkpoint import list_checkpoints, load_latest
-from moozi.cli import load_preset
+from moozi.presets import load_preset
 from moozi.config import apply_overrides, config_from_dict
 from moozi.driver import Trainer
 from tests.test_train_smoke import TINY
 
 
 def _config(max_env_steps):
-    overrides = [o for o in TINY if not o.startswith("driver.max_env_steps")]
-    return config_from_dict(apply_overrides(load_preset("cartpole"), overrides + [f"driver.max_env_steps={max_env_steps}"]))
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
+    return config_from_dict(apply_overrides(load_preset("cartpole"), overrides + [f"schedule.max_env_steps={max_env_steps}"]))
 
 
 def _leaves(tree):
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+    def data(x):
+        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return np.asarray(jax.random.key_data(x))
+        return np.asarray(x)
+
+    return [data(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -39,17 +44,18 @@ def test_resume_continues_exactly(tmp_path):
         assert resumed.counters[key] == straight.counters[key], key
     for a, b in zip(_leaves(straight.learner.state), _leaves(resumed.learner.state)):
         np.testing.assert_array_equal(a, b)
-    sa, sb = straight.replay.state_dict(), resumed.replay.state_dict()
-    for key in ("frames", "actions", "rewards", "root_values", "priority"):
-        if key in sa:
-            np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+    sa, sb = straight.learner.replay.state_dict(), resumed.learner.replay.state_dict()
+    for key in ("frames", "actions", "rewards", "root_values", "priority", "rng"):
+        np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+    for a, b in zip(_leaves(straight.actor.state_dict()["carry"]), _leaves(resumed.actor.state_dict()["carry"])):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_sigkill_mid_run_then_resume(tmp_path):
     run = tmp_path / "killed"
-    overrides = [o for o in TINY if not o.startswith("driver.max_env_steps")]
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
     cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "cartpole", "--run-dir", str(run),
-           *overrides, "driver.max_env_steps=10000000", "driver.checkpoint_every_minutes=0.003"]
+           *overrides, "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.003"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         deadline = time.monotonic() + 300
@@ -66,6 +72,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     config = _config(10_000_000)
     trainer = Trainer(config, run, resume=True)
     state, meta, path = load_latest(run / "checkpoints")
+    assert set(state) == {"learner", "replay", "actor", "tester"}
     for key in ("env_steps", "updates", "epochs", "episodes"):
         assert trainer.counters[key] == meta["counters"][key], key
     assert trainer.counters["updates"] > 0
@@ -73,9 +80,9 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     for a, b in zip(saved_params, _leaves(trainer.learner.state.params)):
         np.testing.assert_array_equal(a, b)
     saved_replay = state["replay"]
-    restored_replay = trainer.replay.state_dict()
-    assert trainer.replay.size > 0
-    for key in ("frames", "actions", "rewards", "root_values", "root_policies"):
+    restored_replay = trainer.learner.replay.state_dict()
+    assert trainer.learner.replay.size > 0
+    for key in ("frames", "actions", "rewards", "root_values", "root_policies", "rng"):
         np.testing.assert_array_equal(np.asarray(saved_replay[key]), restored_replay[key], err_msg=key)
     # and it trains on from there
     before = trainer.counters["env_steps"]

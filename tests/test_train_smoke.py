@@ -4,21 +4,22 @@ import json
 
 import pytest
 
-from moozi.cli import _preset_names, main
+from moozi.cli import main
+from moozi.presets import preset_names
 from moozi.observe.metrics import read_metrics
 
 TINY = [
     "env.num_envs=4",
     "env.kwargs.max_episode_steps=12",  # every game finishes episodes quickly
-    "driver.steps_per_epoch=4",
-    "driver.batch_size=8",
-    "driver.samples_per_env_step=2",  # several updates even for presets with a low ratio
-    "driver.min_replay_steps=1",
-    "driver.test_every=2",
-    "driver.test_episodes=2",
-    "driver.test_envs=2",
-    "driver.test_steps_per_segment=13",
-    "driver.max_env_steps=64",
+    "acting.steps_per_epoch=4",
+    "schedule.batch_size=8",
+    "schedule.samples_per_env_step=2",  # several updates even for presets with a low ratio
+    "schedule.min_replay_steps=1",
+    "testing.every=2",
+    "testing.episodes=2",
+    "testing.envs=2",
+    "testing.steps_per_segment=13",
+    "schedule.max_env_steps=64",
     "planner.num_simulations=2",
     "test_planner.num_simulations=2",
     "model.channels=4",
@@ -37,7 +38,7 @@ PRESETS = [
 
 
 def test_every_preset_is_covered():
-    assert sorted(_preset_names()) == PRESETS
+    assert sorted(preset_names()) == PRESETS
 
 
 @pytest.mark.parametrize("preset", PRESETS)
