@@ -25,13 +25,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi import acting
-from moozi.config import LearnerConfig, ModelConfig, PlannerConfig
+from moozi.config import ActingConfig, LearnerConfig, ModelConfig, PlannerConfig
 from moozi.envs import make_env
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
 from moozi.types import Batch, Targets
 from moozi.update import init_train_state, make_update_fn
+from moozi.workers.device_actor import DeviceActor
+from moozi.workers.policy import PolicyConfig
 
 
 def _time(fn, repeats: int) -> float:
@@ -70,16 +71,12 @@ def main() -> None:
                             max_num_considered_actions=num_actions)
     B, S, T = args.batch, args.simulations, args.steps
 
-    # Acting: the real rollout.
-    rollout = acting.make_rollout(env, model, planner, 0.997, T)
-    carry = acting.init_actor(env, B, args.history, jax.random.key(1))
+    # Acting: the real device actor (one lax.scan per segment, episodes assembled on the host).
+    policy = PolicyConfig(spec=spec, planner=planner, discount=0.997, history_length=args.history)
+    actor = DeviceActor(env, model, policy, B, T, jax.random.key(1), acting=ActingConfig())
+    actor.set_params(0, params)
 
-    def act():
-        nonlocal carry
-        carry, samples = rollout(params, carry, jnp.float32(1.0))
-        jax.block_until_ready(samples.action)
-
-    act_s = _time(act, args.repeats)
+    act_s = _time(actor.run, args.repeats)
     acting_steps_per_s = T * B / act_s
 
     # Bound: (S + 1) network evaluations per step, nothing else.

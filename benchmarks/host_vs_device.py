@@ -3,10 +3,10 @@
 MinAtar Breakout two ways at batch B with the same model and planner:
 
 * device: ``gymnax:Breakout-MinAtar``, environment step + history + search
-  in one jitted ``lax.scan`` rollout (:func:`moozi.acting.make_rollout`);
+  in one jitted ``lax.scan`` per segment (:class:`moozi.workers.device_actor.DeviceActor`);
 * host: ``minatar:breakout`` (the original Python package, sticky actions
   0.1 as its default), a :class:`~moozi.envs.pool.HostPool` stepped from
-  Python with one jitted policy call per step (:class:`moozi.host_acting.HostActor`);
+  Python with one jitted policy call per step (:class:`moozi.workers.pool_actor.PoolActor`);
   optionally with worker processes (``--workers``).
 
 Also printed: the host pool's stepping alone (random actions) and the host
@@ -28,13 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi import acting
-from moozi.config import ModelConfig, PlannerConfig
+from moozi.config import ActingConfig, ModelConfig, PlannerConfig
 from moozi.envs import make_env
 from moozi.envs.pool import make_pool
-from moozi.host_acting import HostActor
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
+from moozi.workers.device_actor import DeviceActor
+from moozi.workers.policy import PolicyConfig
+from moozi.workers.pool_actor import PoolActor
 
 MODELS = {
     # The breakout preset's residual model, the thesis residual model, and an MLP.
@@ -84,18 +85,18 @@ def main() -> None:
     planner = PlannerConfig(kind=args.planner, num_simulations=args.simulations,
                             max_num_considered_actions=num_actions)
 
-    rollout = acting.make_rollout(device_env, model, planner, 0.997, T)
-    carry = acting.init_actor(device_env, B, L, jax.random.key(1))
+    policy = PolicyConfig(spec=device_env.spec, planner=planner, discount=0.997, history_length=L)
+    device_actor = DeviceActor(device_env, model, policy, B, T, jax.random.key(1), acting=ActingConfig())
+    device_actor.set_params(0, params)
+    actor = PoolActor(pool, model, PolicyConfig(spec=pool.spec, planner=planner, discount=0.997, history_length=L), T,
+                      jax.random.key(1), acting=ActingConfig())
+    actor.set_params(0, params)
 
     def device():
-        nonlocal carry
-        carry, s = rollout(params, carry, jnp.float32(1.0))
-        jax.block_until_ready(s.action)
-
-    actor = HostActor(pool, model, planner, 0.997, L, T, jax.random.key(1))
+        device_actor.run()
 
     def host():
-        actor.rollout(params, 1.0)
+        actor.run()
 
     rng = np.random.default_rng(0)
 
@@ -103,13 +104,12 @@ def main() -> None:
         for _ in range(T):
             pool.step(rng.integers(0, pool.spec.num_actions, size=B))
 
-    ts = actor.timestep
+    ts, state = actor.timestep, actor.state
 
     def policy_only():
         for _ in range(T):
-            _, out, _ = actor.policy(params, actor.history, ts.observation, actor.prev_action, ts.is_first,
-                                  ts.legal_actions, np.zeros(B, np.int32), jax.random.key(0), jnp.float32(1.0))
-            jax.block_until_ready(out.action)
+            _, sample, _ = actor._policy(actor.params, state, ts, jnp.float32(1.0), np.zeros(B, np.int32))
+            jax.block_until_ready(sample.action)
 
     work = B * T
     result = {

@@ -3,10 +3,10 @@
 Fills buffers of 1e3 and 1e5 steps (tiny 4x4x1 binary frames, episodes of 100
 steps, thesis target settings L=4, K=5, N=10) and times
 
-* ``sample_indices(256)``: index sampling + importance weights only (sum tree /
+* ``sample_ids(256)``: index sampling + importance weights only (sum tree /
   rank order), and
-* ``sample(256)``: the same plus gathering windows and the jitted, vmapped
-  ``make_targets`` (independent of buffer size by construction).
+* ``sample(256)``: the same plus gathering the raw windows (targets are built
+  later, inside the learner's jitted update).
 
 Run: ``python benchmarks/replay_sampling.py [--sizes 1000 100000] [--repeats 50]``.
 """
@@ -19,8 +19,8 @@ import time
 import jax
 import numpy as np
 
-from moozi.config import TargetConfig
-from moozi.replay import ReplayBuffer, ReplayConfig
+from moozi.config import ReplayConfig, TargetConfig
+from moozi.replay import ReplayBuffer
 from moozi.types import Trajectory
 
 NUM_ACTIONS = 5
@@ -29,7 +29,7 @@ EPISODE = 100
 
 def episode(rng: np.random.Generator, n: int = EPISODE) -> Trajectory:
     return Trajectory(
-        frames=rng.integers(0, 2, (n, 4, 4, 1)).astype(np.float32),
+        frames=rng.integers(0, 2, (n, 4, 4, 1)).astype(np.uint8),
         actions=np.r_[rng.integers(1, NUM_ACTIONS, n - 1), 0].astype(np.int32),
         rewards=np.r_[0.0, rng.normal(size=n - 1)].astype(np.float32),
         root_values=rng.normal(size=n).astype(np.float32),
@@ -62,24 +62,24 @@ def main() -> None:
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; batch {args.batch}; "
           f"{args.repeats} calls, ms per call as median / mean (each call also applies "
           f"update_priorities to the batch)")
-    print(f"{'sampling':>13} {'steps':>8} {'sample_indices':>17} {'sample':>17}")
+    print(f"{'sampling':>13} {'steps':>8} {'sample_ids':>17} {'sample':>17}")
     for sampling in ("uniform", "proportional", "rank"):
         for size in args.sizes:
             rng = np.random.default_rng(0)
-            buf = ReplayBuffer(ReplayConfig(capacity=size, sampling=sampling), tcfg)
+            buf = ReplayBuffer(ReplayConfig(capacity=size, sampling=sampling), tcfg, (4, 4, 1), NUM_ACTIONS,
+                               frame_dtype="uint8", seed=1)
             while buf.total_steps_added < size:
                 buf.add(episode(rng))
             # Keep priorities changing like a learner does (also drives rank refreshes).
             gen = np.random.default_rng(1)
 
             def indices_only():
-                idx, _ = buf.sample_indices(args.batch, gen)
+                idx, _ = buf.sample_ids(args.batch)
                 buf.update_priorities(idx, gen.random(idx.size))
 
             def full():
-                batch, idx = buf.sample(args.batch, gen)
-                jax.block_until_ready(batch)
-                buf.update_priorities(idx, gen.random(idx.size))
+                sample = buf.sample(args.batch)
+                buf.update_priorities(sample.ids, gen.random(sample.ids.size))
 
             t_idx = timed(indices_only, args.repeats)
             t_full = timed(full, args.repeats)

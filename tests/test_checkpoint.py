@@ -26,6 +26,9 @@ from moozi.checkpoint import (
 from moozi.checkpoint import load_checkpoint as load_parts
 from moozi.checkpoint import load_latest as latest_parts
 from moozi.checkpoint import save_checkpoint as save_parts
+from moozi.config import LearnerConfig, ModelConfig
+from moozi.model.networks import build_model
+from moozi.update import TrainState, init_train_state
 
 
 def save_checkpoint(directory, step, state, metadata, keep=3):
@@ -40,9 +43,6 @@ def load_checkpoint(path, template=None):
 def load_latest(directory, template=None):
     parts, meta, path = latest_parts(directory, {"state": template})
     return parts["state"], meta, path
-from moozi.config import LearnerConfig, ModelConfig
-from moozi.model.networks import build_model
-from moozi.update import TrainState, init_train_state
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 import pytest
+import yaml
 
-from moozi.presets import load_preset
 from moozi.config import ConfigError, config_from_dict
 from moozi.envs import IllegalActionError, list_envs, make_env, unregister
 from moozi.envs.pool import make_pool
+from moozi.presets import load_preset
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "custom_game"
 NAME = "catch:v0"

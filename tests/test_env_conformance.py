@@ -32,7 +32,10 @@ from moozi.envs import (
     IllegalActionError,
     TimeStep,
     UnknownEnvError,
+    check_lossless,
     checked_step,
+    decode_frames,
+    encode_frames,
     list_envs,
     make_env,
     register,
@@ -102,6 +105,17 @@ def _fixed_actions(seq):
 
 
 @needs_device
+def _frames_are_lossless(spec, tss):
+    """Observations survive the storage dtype the spec declares (replay, process boundaries)."""
+    assert spec.observation_dtype in ("uint8", "float32") and spec.observation_scale > 0
+    for ts in tss:
+        obs = np.asarray(ts.observation)
+        frames = encode_frames(spec, obs)
+        assert frames.dtype == np.dtype(spec.observation_dtype)
+        check_lossless(spec, obs, frames)
+        np.testing.assert_allclose(decode_frames(spec, frames), obs, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", DEVICE_ENVS)
 def test_spec_shapes_and_dtypes(name):
     env = get_env(name)
@@ -118,6 +132,7 @@ def test_spec_shapes_and_dtypes(name):
         assert ts.legal_actions.shape == (B, spec.num_actions) and ts.legal_actions.dtype == np.bool_
         assert ts.to_play.shape == (B,) and ts.to_play.dtype == np.int32
         assert np.all(np.isfinite(ts.observation))
+    _frames_are_lossless(spec, tss)
     # reset and step produce the same state types (so a scan can carry them)
     t0 = jax.tree.map(lambda x: (x.shape, x.dtype, getattr(x, "weak_type", False)), states[0])
     t1 = jax.tree.map(lambda x: (x.shape, x.dtype, getattr(x, "weak_type", False)), states[1])
@@ -577,6 +592,7 @@ def test_host_spec_shapes_and_dtypes(name):
         assert ts.to_play.shape == (B,) and ts.to_play.dtype == np.int32
         assert ep.shape == (B,) and ep.dtype == np.int32
         assert np.all(np.isfinite(ts.observation)) and np.all(np.isfinite(ts.reward))
+    _frames_are_lossless(spec, tss)
 
 
 @pytest.mark.parametrize("name", ALL_HOST)

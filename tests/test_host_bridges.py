@@ -23,7 +23,6 @@ from moozi.envs.contract import TimeStep, UnknownEnvError
 from moozi.envs.pool import EnvFactory, HostPool, make_pool
 
 
-
 def _needs(module, extra):
     missing = importlib.util.find_spec(module) is None
     return pytest.mark.skipif(missing, reason=f"needs {module}: pip install 'moozi[{extra}]'")

@@ -29,7 +29,9 @@ def test_output_shapes_and_dtypes(built):
     out = model.initial_inference(params, obs)
     hidden_shape = (3, 5, 5, 8) if kind == "resnet" else (3, 12)
     assert out.hidden.shape == hidden_shape
-    for name, shape in [("value_logits", (3, 11)), ("reward_logits", (3, 11)), ("policy_logits", (3, A)), ("value", (3,)), ("reward", (3,))]:
+    shapes = [("value_logits", (3, 11)), ("reward_logits", (3, 11)), ("policy_logits", (3, A)), ("value", (3,)),
+              ("reward", (3,))]
+    for name, shape in shapes:
         arr = getattr(out, name)
         assert arr.shape == shape, name
         assert arr.dtype == jnp.float32, name

@@ -19,7 +19,7 @@ from moozi.config import ConfigError  # noqa: E402
 from moozi.envs import list_envs, make_env  # noqa: E402
 from moozi.envs.contract import IllegalActionError, TimeStep, UnknownEnvError  # noqa: E402
 from moozi.envs.openspiel_bridge import GAMES, OpenSpielEnv  # noqa: E402
-from moozi.envs.pool import HostPool, make_pool  # noqa: E402
+from moozi.envs.pool import make_pool  # noqa: E402
 from moozi.eval.perfect import cells_from_observation, cells_from_openspiel, host_perfect_opponent  # noqa: E402
 
 TTT = "openspiel:tic_tac_toe"

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 
 from moozi.checkpoint import list_checkpoints, load_latest
-from moozi.presets import load_preset
 from moozi.config import apply_overrides, config_from_dict
 from moozi.driver import Trainer
+from moozi.presets import load_preset
 from tests.test_train_smoke import TINY
 
 

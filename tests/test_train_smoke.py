@@ -5,8 +5,8 @@ import json
 import pytest
 
 from moozi.cli import main
-from moozi.presets import preset_names
 from moozi.observe.metrics import read_metrics
+from moozi.presets import preset_names
 
 TINY = [
     "env.num_envs=4",

@@ -22,6 +22,7 @@ from moozi.validate import nonneg_int as _nonneg_int
 from moozi.validate import number_in as _number_in
 from moozi.validate import positive_int as _positive_int
 
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Network family and sizes (../shared/DESIGN.md §5).

@@ -76,8 +76,7 @@ class Trainer:
         except BaseException:
             self.close()
             raise
-        if self.spec.path == "host":
-            env.close()  # only its spec was needed: the pools hold their own copies
+        env.close()  # a pool actor holds its own copies; a device environment has nothing to release
         self.counters = {k: 0 for k in COUNTERS}
         self.counters["wall_s"] = 0.0
         self.last_test: dict[str, float] = {}

@@ -219,6 +219,9 @@ class DeviceEnv:
             step_batch=jax.jit(functools.partial(step_batch, self)),
         )
 
+    def close(self) -> None:
+        """Nothing to release (a device environment is pure functions); here so every env can be closed alike."""
+
     def __getstate__(self):  # picklable (e.g. for Ray workers): compiled functions are rebuilt on use
         state = dict(self.__dict__)
         state.pop("jitted", None)

@@ -39,8 +39,7 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         results = play_games(actor, games)
     finally:
         actor.close()
-        if env.spec.path == "host":
-            env.close()
+        env.close()
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {
