@@ -46,11 +46,13 @@ what, seconds = sys.argv[1], float(sys.argv[2])
 
 def episodes(spec, num_actions, n_steps, uint8, seed=0):
     rng = np.random.default_rng(seed)
+    # Trees before the reshape have no observation_scale in their spec (ALE frames were pixels / 255).
+    scale = getattr(spec, "observation_scale", 1 / 255 if spec.name.startswith("ale:") else 1.0)
     out, total = [], 0
     while total < n_steps:
         n = int(rng.integers(50, 400))
-        frames = rng.integers(0, 256 if spec.observation_scale != 1.0 else 2, (n, *spec.observation_shape))
-        frames = frames.astype(np.uint8) if uint8 else (frames * spec.observation_scale).astype(np.float32)
+        frames = rng.integers(0, 256 if scale != 1.0 else 2, (n, *spec.observation_shape))
+        frames = frames.astype(np.uint8) if uint8 else (frames * scale).astype(np.float32)
         pol = rng.dirichlet(np.ones(num_actions - 1), n).astype(np.float32)
         out.append(Trajectory(frames=frames, actions=np.r_[rng.integers(1, num_actions, n - 1), 0].astype(np.int32),
             rewards=np.r_[0.0, rng.random(n - 1) < 0.05].astype(np.float32), root_values=rng.normal(size=n).astype(np.float32),
