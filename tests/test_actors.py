@@ -310,3 +310,24 @@ def test_forced_actions_over_replay_reproduce_histories_and_search(games, name, 
         np.testing.assert_allclose(ep.trajectory.root_values, tr.root_values, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(ep.trajectory.root_policies, tr.root_policies, rtol=1e-4, atol=1e-4)
     assert sorted(ep.source_id for ep in replayed) == list(range(len(stored)))
+
+
+class _Halves(_Countdown):
+    """Declares uint8 frames but emits 0.5: a wrong declaration must not be quantized silently."""
+
+    spec = EnvSpec("test:halves", (1, 1, 1), 2, path="host", observation_dtype="uint8")
+
+    def reset(self, seed):
+        return GameStep(np.array([0.5], np.float32), np.array([True, True]))
+
+
+def test_a_wrong_frame_dtype_declaration_is_an_error_naming_the_game():
+    model = build_model(ModelConfig(kind="mlp", mlp_hidden=(8,), mlp_embedding=8, head_hidden=8, support_size=3),
+                        (1, 1, stacked_channels(1, 3, 1)), 3)
+    pool = HostPool(_Halves, 2, seed=0)
+    cfg = PolicyConfig(spec=pool.spec, planner=PLANNERS["greedy"], discount=1.0, history_length=1)
+    actor = PoolActor(pool, model, cfg, 1, jax.random.key(0))
+    actor.set_params(0, model.init(jax.random.key(0)))
+    with pytest.raises(ValueError, match="test:halves: the spec declares observation_dtype uint8"):
+        actor.run()
+    actor.close()

@@ -116,6 +116,25 @@ class Learner:
                 self.replay.set_trajectory_priorities(int(tid), episode_priorities(traj, self.target_config))
         return len(touched)
 
+    def apply_reanalyzed(self, episodes) -> int:
+        """Store the fresh v* / p* of replayed episodes (a forced-action actor's output).
+
+        Each episode's ``source_id`` names the stored trajectory it replayed;
+        one evicted since it was handed out is skipped. Returns how many
+        trajectories were refreshed.
+        """
+        done = 0
+        for ep in episodes:
+            tid = int(ep.source_id)
+            if not self.replay.has_trajectory(tid):
+                continue
+            ids = self.replay.trajectory_indices(tid)
+            if ids.size != int(ep.trajectory.last) + 1:
+                raise ValueError(f"episode replaying trajectory {tid} has {int(ep.trajectory.last) + 1} steps, "
+                                 f"the stored one {ids.size}")
+            done += self.update_search_stats(ids, ep.trajectory.root_values, ep.trajectory.root_policies)
+        return done
+
     def ready(self, min_steps: int = 0) -> bool:
         """Replay holds at least ``min_steps`` steps and can be sampled."""
         return self.replay.size >= min_steps and self.replay.ready()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from moozi.config import ConfigError
@@ -145,7 +146,7 @@ def encode_frames(spec: EnvSpec, observations):
     """
     if spec.observation_dtype == "float32":
         return observations.astype("float32")
-    xp = jnp if isinstance(observations, jax.Array) else __import__("numpy")
+    xp = jnp if isinstance(observations, jax.Array) else np
     return xp.clip(xp.rint(observations / spec.observation_scale), 0, 255).astype("uint8")
 
 
@@ -158,8 +159,6 @@ def decode_frames(spec_or_scale, frames):
 
 def check_lossless(spec: EnvSpec, observations, frames) -> None:
     """Raise ValueError naming the game when ``frames`` do not decode back to ``observations``."""
-    import numpy as np
-
     back = np.asarray(decode_frames(spec, np.asarray(frames)))
     if not np.allclose(back, np.asarray(observations), rtol=0, atol=1e-6 * max(1.0, spec.observation_scale)):
         raise ValueError(

@@ -418,6 +418,10 @@ class ReplayBuffer:
         start = int(self._traj_start[rec])
         return np.arange(start, start + int(self._traj_len[rec]), dtype=np.int64)
 
+    def has_trajectory(self, trajectory_id: int) -> bool:
+        """Whether the trajectory is still stored (not evicted)."""
+        return self._oldest_id <= int(trajectory_id) < self._next_id
+
     def _record(self, trajectory_id: int) -> int:
         tid = int(trajectory_id)
         if not self._oldest_id <= tid < self._next_id:

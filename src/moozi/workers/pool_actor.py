@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moozi.config import ActingConfig
-from moozi.envs.contract import TimeStep
+from moozi.envs.contract import TimeStep, check_lossless, encode_frames
 from moozi.envs.pool import episode_seed
 from moozi.model.networks import Model
 from moozi.workers.actor import schedule_temperature, segment_metrics
@@ -102,6 +102,8 @@ class PoolActor:
         if self.params is None:
             raise RuntimeError("set_params() must be called before step()")
         ts = self.timestep
+        if self.pool.spec.observation_dtype == "uint8":  # a user's game may declare it wrongly: never quantize silently
+            check_lossless(self.pool.spec, ts.observation, encode_frames(self.pool.spec, np.asarray(ts.observation)))
         self.state, sample, obs = self._policy(self.params, self.state, ts, jnp.float32(temperature),
                                                self._external(ts))
         sample = jax.device_get(sample)
