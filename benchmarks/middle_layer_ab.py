@@ -9,7 +9,12 @@ Measures, for each tree, alternating A/B rounds in fresh processes:
 * bytes per stored step of an ``atari-pong`` replay buffer and the bytes of
   one of its batches (old: targets built on the host; new: raw windows).
 
-Usage: ``.venv/bin/python benchmarks/middle_layer_ab.py [--old COMMIT] [--rounds 3] [--seconds 20]``
+With ``--train-minutes M`` it also runs the whole training loop
+(``moozi train --preset breakout --minutes M``) once per tree, old first, and
+prints env steps/s and updates/s over the run (compilation included in both).
+
+Usage: ``.venv/bin/python benchmarks/middle_layer_ab.py [--old COMMIT] [--rounds 3] [--seconds 20]
+[--train-minutes 0] [--skip-learner]``
 (default COMMIT: d89b030, the last commit before the reshape). The old tree
 is checked out with ``git worktree`` into a temporary folder.
 """
@@ -132,11 +137,26 @@ def run(tree: Path, what: str, seconds: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def train(tree: Path, minutes: float, run_dir: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "JAX_PLATFORMS": "cpu"}
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "breakout", "--run-dir", str(run_dir),
+           "--minutes", str(minutes)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"{tree} train failed:\n{out.stderr[-3000:]}")
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    wall = summary["wall_s"]
+    return {"env_steps": summary["env_steps"], "updates": summary["updates"], "wall_s": round(wall, 1),
+            "env_steps_per_s": round(summary["env_steps"] / wall, 1), "updates_per_s": round(summary["updates"] / wall, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", default="d89b030")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--train-minutes", type=float, default=0.0)
+    ap.add_argument("--skip-learner", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
@@ -144,6 +164,12 @@ def main() -> None:
                        capture_output=True)
         try:
             trees = {"old": old, "new": ROOT}
+            if args.train_minutes > 0:
+                for name, tree in trees.items():
+                    result = train(tree, args.train_minutes, Path(tmp) / f"run-{name}")
+                    print(name, "breakout training loop:", json.dumps(result), flush=True)
+            if args.skip_learner:
+                return
             for name, tree in trees.items():
                 print(name, "atari-pong replay:", json.dumps(run(tree, "replay", 0)), flush=True)
             speeds: dict[str, list[float]] = {"old": [], "new": []}
