@@ -72,7 +72,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     config = _config(10_000_000)
     trainer = Trainer(config, run, resume=True)
     state, meta, path = load_latest(run / "checkpoints")
-    assert set(state) == {"learner", "replay", "actor", "tester"}
+    assert set(state) == {"learner", "replay", "books", "actor", "tester"}
     for key in ("env_steps", "updates", "epochs", "episodes"):
         assert trainer.counters[key] == meta["counters"][key], key
     assert trainer.counters["updates"] > 0

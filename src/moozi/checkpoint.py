@@ -282,6 +282,54 @@ def _encode_part(state: Mapping[str, Any]) -> bytes:
         raise CheckpointError(f"could not serialize the state: {e}") from e
 
 
+def encode_part(state: Mapping[str, Any]) -> bytes:
+    """One part's state as bytes (what a component in another process sends to the checkpoint's writer)."""
+    return _encode_part(state)
+
+
+def decode_part(data: bytes, template: Any = None, where: str = "part") -> Any:
+    """The inverse of :func:`encode_part`: plain data, or rebuilt into ``template`` (see the module doc)."""
+    path = Path(where)
+    state = _decode_bytes(data, where, path)
+    return state if template is None else _apply_template(template, state, path)
+
+
+def read_part_bytes(path: str | os.PathLike, name: str) -> bytes:
+    """The verified bytes of part ``name`` of one checkpoint folder (for :func:`decode_part` elsewhere)."""
+    path = Path(path)
+    record = _read_record(path)
+    part = record["parts"].get(name)
+    if part is None:
+        raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
+    return _verified_bytes(path, part)
+
+
+def _verified_bytes(path: Path, part: Mapping[str, Any]) -> bytes:
+    data_path = path / str(part["file"])
+    if not data_path.is_file():
+        raise CorruptCheckpointError(f"{data_path.name} is missing")
+    data = data_path.read_bytes()
+    if len(data) != part["bytes"]:
+        raise CorruptCheckpointError(f"{data_path.name} has {len(data)} bytes, expected {part['bytes']} (truncated?)")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != part["sha256"]:
+        raise CorruptCheckpointError(f"{data_path.name} checksum mismatch (sha256 {digest[:16]}..., "
+                                     f"expected {str(part['sha256'])[:16]}...)")
+    return data
+
+
+def _decode_bytes(data: bytes, name: str, path: Path) -> dict[str, Any]:
+    from flax import serialization
+
+    try:
+        payload = serialization.msgpack_restore(data)
+    except Exception as e:  # msgpack raises several unrelated types
+        raise CorruptCheckpointError(f"{name} could not be decoded: {e}") from e
+    if not isinstance(payload, dict) or payload.get("format") != STATE_FORMAT or not isinstance(payload.get("state"), dict):
+        raise CorruptCheckpointError(f"{name} does not hold a moozi checkpoint state")
+    return _decode_state(payload, path)
+
+
 def write_part(folder: str | os.PathLike, name: str, state: Mapping[str, Any]) -> dict[str, Any]:
     """Write one component's part ``name.msgpack`` into a pending checkpoint folder.
 
@@ -324,6 +372,10 @@ class PendingCheckpoint:
     def write_part(self, name: str, state: Mapping[str, Any]) -> None:
         """Write a part from this process."""
         self.parts[name] = write_part(self.folder, name, state)
+
+    def write_encoded(self, name: str, data: bytes) -> None:
+        """Write a part another process encoded with :func:`encode_part` (no shared file system needed)."""
+        self.parts[name] = _write_encoded(self.folder, name, data)
 
     def add_part(self, name: str, record: Mapping[str, Any]) -> None:
         """Register a part another process wrote into :attr:`folder` with :func:`write_part`."""
@@ -453,28 +505,10 @@ def _read_record(path: Path) -> dict[str, Any]:
 
 
 def _read_part(path: Path, name: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    from flax import serialization
-
     part = record["parts"].get(name)
     if part is None:
         raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
-    data_path = path / str(part["file"])
-    if not data_path.is_file():
-        raise CorruptCheckpointError(f"{data_path.name} is missing")
-    data = data_path.read_bytes()
-    if len(data) != part["bytes"]:
-        raise CorruptCheckpointError(f"{data_path.name} has {len(data)} bytes, expected {part['bytes']} (truncated?)")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != part["sha256"]:
-        raise CorruptCheckpointError(f"{data_path.name} checksum mismatch (sha256 {digest[:16]}..., "
-                                     f"expected {str(part['sha256'])[:16]}...)")
-    try:
-        payload = serialization.msgpack_restore(data)
-    except Exception as e:  # msgpack raises several unrelated types
-        raise CorruptCheckpointError(f"{data_path.name} could not be decoded: {e}") from e
-    if not isinstance(payload, dict) or payload.get("format") != STATE_FORMAT or not isinstance(payload.get("state"), dict):
-        raise CorruptCheckpointError(f"{data_path.name} does not hold a moozi checkpoint state")
-    return _decode_state(payload, path)
+    return _decode_bytes(_verified_bytes(path, part), str(part["file"]), path)
 
 
 def _decode_state(payload: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -91,6 +91,25 @@ class _Progress:
         return self.live.__exit__(*exc)
 
 
+def _with_backend(config, args: argparse.Namespace):
+    """Apply --backend / --address (also on --resume: where a run executes is not part of what it is)."""
+    import dataclasses
+
+    if args.address and (args.backend or config.distributed.backend) != "ray":
+        raise SystemExit("moozi train: --address needs --backend ray")
+    changes = {}
+    if args.backend:
+        changes["backend"] = args.backend
+    if args.address:
+        changes["address"] = args.address
+    if args.backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise SystemExit("moozi train: --backend ray needs Ray: pip install 'moozi[ray]'") from None
+    return dataclasses.replace(config, distributed=dataclasses.replace(config.distributed, **changes)) if changes else config
+
+
 def _train(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
@@ -101,11 +120,12 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.resume:
         if args.preset or args.overrides or args.seed is not None or args.run_dir:
-            print("moozi train: --resume DIR takes only --minutes (the run's config is reused)", file=sys.stderr)
+            print("moozi train: --resume DIR takes only --minutes, --backend and --address (the run's config is reused)", file=sys.stderr)
             return 2
         run_dir = Path(args.resume)
         config = load_run_config(run_dir)
         resume = True
+        config = _with_backend(config, args)
     else:
         if not args.preset:
             print("moozi train: give --preset NAME (one of " + ", ".join(preset_names()) + ") or --resume DIR", file=sys.stderr)
@@ -114,7 +134,7 @@ def _train(args: argparse.Namespace) -> int:
         overrides = list(args.overrides)
         if args.seed is not None:
             overrides.append(f"schedule.seed={args.seed}")
-        config = config_from_dict(apply_overrides(data, overrides))
+        config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
         run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
             print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir} or another --run-dir", file=sys.stderr)
@@ -172,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
     train.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
     train.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
+    train.add_argument("--backend", choices=["local", "ray"], default=None,
+                       help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
+    train.add_argument("--address", default=None, metavar="HOST:PORT",
+                       help="with --backend ray: an existing Ray cluster (default: start a private one)")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
     train.set_defaults(func=_train)
 

@@ -400,24 +400,43 @@ class ActingConfig:
 class ScheduleConfig:
     """The training schedule (thesis: collect -> replay -> updates -> sync -> test).
 
+    kind: ``"sync"`` (the thesis's epochs: act, store, train, publish, test, in
+      turn; the replay ratio exact) or ``"async"`` (acting and learning run
+      continuously, IMPALA-style; a rate limiter keeps the replay ratio and
+      ``max_policy_lag`` bounds how stale the acting parameters are). See
+      docs/distributed.md.
     samples_per_env_step: replay ratio, trained samples (updates x batch size)
-      per environment step; honoured exactly over the run.
+      per environment step; honoured exactly over the run (sync) or within
+      ``ratio_slack`` (async).
     batch_size: learner batch size.
     min_replay_steps: stored steps needed before the first update.
-    sync_every: epochs between publishing learner params to the actors.
+    sync_every: sync: epochs between publishing learner params to the actors.
     max_env_steps: stop after this many environment steps (None: no limit).
     seed: root of every random stream.
+    updates_per_call: async: updates per learner call; params are published
+      after each call (one version per call).
+    max_policy_lag: async: a segment is started only with params at most this
+      many versions old, and the learner does not publish a version that would
+      make an acting segment in flight staler than this.
+    ratio_slack: async: how many samples the learner may run ahead of (or
+      behind) ``samples_per_env_step`` x inserted steps before the faster side
+      waits (None: one learner call plus one round of segments).
     """
 
+    kind: Literal["sync", "async"] = "sync"
     samples_per_env_step: float = 1.0
     batch_size: int = 128
     min_replay_steps: int = 1000
     sync_every: int = 1
     max_env_steps: int | None = None
     seed: int = 0
+    updates_per_call: int = 8
+    max_policy_lag: int = 4
+    ratio_slack: int | None = None
 
     def __post_init__(self):
         o = "schedule"
+        _choice(o, "kind", self.kind, ("sync", "async"))
         _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "batch_size", self.batch_size)
         _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
@@ -425,6 +444,84 @@ class ScheduleConfig:
         if self.max_env_steps is not None:
             _positive_int(o, "max_env_steps", self.max_env_steps)
         _nonneg_int(o, "seed", self.seed)
+        _positive_int(o, "updates_per_call", self.updates_per_call)
+        _positive_int(o, "max_policy_lag", self.max_policy_lag)
+        if self.ratio_slack is not None:
+            _positive_int(o, "ratio_slack", self.ratio_slack)
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Where the components run (docs/distributed.md).
+
+    backend: ``"local"`` (default: every component in this process, no Ray
+      import) or ``"ray"`` (each component a Ray actor; ``pip install 'moozi[ray]'``).
+    address: ray only: an existing cluster (``HOST:PORT``); None starts a
+      private one on this machine bound to 127.0.0.1.
+    train_workers: W, training workers (each plays ``env.num_envs`` games).
+    reanalyze_workers: R, reanalyze workers (used when ``reanalyze.fraction`` > 0).
+    cpus_per_worker: CPUs reserved for (and XLA threads of) each worker.
+    learner_cpus / learner_gpus: resources of the learner (which owns replay).
+    max_restarts: restarts allowed per worker slot before the run fails.
+    restart_backoff_s: first wait before a restart (doubles per restart of the slot).
+    object_store_mb: ray only: object store size when moozi starts Ray.
+    placement_timeout_s: ray only: how long to wait for the resources before failing.
+    num_cpus: ray only: CPUs of the private cluster (None: what the workers need).
+    """
+
+    backend: Literal["local", "ray"] = "local"
+    address: str | None = None
+    train_workers: int = 1
+    reanalyze_workers: int = 1
+    cpus_per_worker: float = 1.0
+    learner_cpus: float = 1.0
+    learner_gpus: float = 0.0
+    max_restarts: int = 10
+    restart_backoff_s: float = 0.5
+    object_store_mb: int = 256
+    placement_timeout_s: float = 30.0
+    num_cpus: int | None = None
+
+    def __post_init__(self):
+        o = "distributed"
+        _choice(o, "backend", self.backend, ("local", "ray"))
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            _fail(o, "address", self.address, "HOST:PORT of a running Ray cluster, or null")
+        _positive_int(o, "train_workers", self.train_workers)
+        _nonneg_int(o, "reanalyze_workers", self.reanalyze_workers)
+        _number_in(o, "cpus_per_worker", self.cpus_per_worker, 0.0, 1024.0, lo_open=True)
+        _number_in(o, "learner_cpus", self.learner_cpus, 0.0, 1024.0, lo_open=True)
+        _number_in(o, "learner_gpus", self.learner_gpus, 0.0, 64.0)
+        _nonneg_int(o, "max_restarts", self.max_restarts)
+        _number_in(o, "restart_backoff_s", self.restart_backoff_s, 0.0, 600.0)
+        if not isinstance(self.object_store_mb, int) or isinstance(self.object_store_mb, bool) or self.object_store_mb < 80:
+            _fail(o, "object_store_mb", self.object_store_mb, "an integer >= 80 (Ray's minimum is 75 MB)")
+        _number_in(o, "placement_timeout_s", self.placement_timeout_s, 0.0, 3600.0, lo_open=True)
+        if self.num_cpus is not None:
+            _positive_int(o, "num_cpus", self.num_cpus)
+
+
+@dataclass(frozen=True)
+class ReanalyzeConfig:
+    """Re-searching stored positions with the target parameters (MuZero Reanalyze).
+
+    fraction: share of all searches spent on stored positions: reanalyzed
+      positions / (acted steps + reanalyzed positions). 0 turns reanalyze off;
+      0.5 re-searches as many stored positions as the actors play steps.
+    positions_per_call: positions (whole stored episodes, oldest-reanalyzed
+      first) handed to a reanalyze worker per call.
+    envs: stored episodes a reanalyze worker replays in lock-step (its batch).
+    """
+
+    fraction: float = 0.0
+    positions_per_call: int = 512
+    envs: int = 16
+
+    def __post_init__(self):
+        o = "reanalyze"
+        _number_in(o, "fraction", self.fraction, 0.0, 0.95)
+        _positive_int(o, "positions_per_call", self.positions_per_call)
+        _positive_int(o, "envs", self.envs)
 
 
 @dataclass(frozen=True)
@@ -495,6 +592,8 @@ class Config:
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     testing: TestingConfig = dataclasses.field(default_factory=TestingConfig)
     output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
+    distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
+    reanalyze: ReanalyzeConfig = dataclasses.field(default_factory=ReanalyzeConfig)
 
 
 # Keys that moved when the driver section was split by concern: old -> new place.
@@ -548,6 +647,8 @@ _SECTIONS = {
     "schedule": ScheduleConfig,
     "testing": TestingConfig,
     "output": OutputConfig,
+    "distributed": DistributedConfig,
+    "reanalyze": ReanalyzeConfig,
 }
 
 

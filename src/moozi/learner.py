@@ -88,6 +88,11 @@ class Learner:
         self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale)
         self.version = 0
         self._published = jax.device_get(self.state.params)
+        # Per stored trajectory: the params version it was played with (policy lag at sampling) and the
+        # stamp of the reanalyze request that last handed it out (least recently reanalyzed first).
+        self._traj_version: dict[int, int] = {}
+        self._reanalyzed_at: dict[int, int] = {}
+        self._reanalyze_stamp = 0
 
     @property
     def updates(self) -> int:
@@ -103,9 +108,20 @@ class Learner:
         for ep in episodes:
             traj = getattr(ep, "trajectory", ep)
             prio = episode_priorities(traj, self.target_config) if computed else None
-            self.replay.add(traj, prio)
+            tid = self.replay.add(traj, prio)
+            self._traj_version[tid] = int(getattr(ep, "version", self.version))
             steps += int(traj.last) + 1
+        self._forget_evicted()
         return steps
+
+    def _forget_evicted(self) -> None:
+        """Drop bookkeeping of evicted trajectories (memory stays bounded once replay is full)."""
+        stored = self.replay.trajectory_ids()
+        oldest = int(stored[0]) if stored.size else float("inf")
+        for book in (self._traj_version, self._reanalyzed_at):
+            if book and min(book) < oldest:
+                for tid in [t for t in book if t < oldest]:
+                    del book[tid]
 
     def update_search_stats(self, ids, root_values, root_policies=None) -> int:
         """Reanalyze results in: store fresh v* / p* and recompute the touched trajectories' priorities."""
@@ -116,24 +132,75 @@ class Learner:
                 self.replay.set_trajectory_priorities(int(tid), episode_priorities(traj, self.target_config))
         return len(touched)
 
-    def apply_reanalyzed(self, episodes) -> int:
+    def reanalyze_batch(self, num_positions: int) -> tuple[int, list[Trajectory], list[int]]:
+        """Stored episodes to re-search, least recently reanalyzed first (never-reanalyzed oldest first).
+
+        Returns ``(stamp, trajectories, ids)`` with at least ``num_positions``
+        positions (fewer if replay holds fewer); ``stamp`` must come back with
+        the results (:meth:`apply_reanalyzed`) so that a write-back overtaken by
+        a newer request for the same episode, or for an evicted one, is skipped.
+        """
+        self._forget_evicted()
+        ids = self.replay.trajectory_ids()
+        if ids.size == 0:
+            return 0, [], []
+        last = np.array([self._reanalyzed_at.get(int(t), -1) for t in ids])
+        order = np.lexsort((ids, last))  # least recently reanalyzed, then oldest
+        self._reanalyze_stamp += 1
+        stamp = self._reanalyze_stamp
+        chosen, trajs, total = [], [], 0
+        for i in order:
+            tid = int(ids[i])
+            traj = self.replay.get_trajectory(tid)
+            chosen.append(tid)
+            trajs.append(traj)
+            self._reanalyzed_at[tid] = stamp
+            total += int(traj.last) + 1
+            if total >= num_positions:
+                break
+        return stamp, trajs, chosen
+
+    def apply_reanalyzed(self, episodes, stamp: int | None = None) -> dict[str, float]:
         """Store the fresh v* / p* of replayed episodes (a forced-action actor's output).
 
-        Each episode's ``source_id`` names the stored trajectory it replayed;
-        one evicted since it was handed out is skipped. Returns how many
-        trajectories were refreshed.
+        Each episode's ``source_id`` names the stored trajectory it replayed.
+        Skipped: one evicted since it was handed out, and (with ``stamp``) one
+        handed out again by a newer :meth:`reanalyze_batch` since. Returns
+        counts and the change of the search statistics over the written
+        positions' non-last steps: ``reanalyze/abs_dv`` (mean |v*_new - v*_old|)
+        and ``reanalyze/kl`` (mean KL(p*_old || p*_new)).
         """
-        done = 0
+        done = skipped = positions = 0
+        dv, kl = [], []
         for ep in episodes:
             tid = int(ep.source_id)
-            if not self.replay.has_trajectory(tid):
+            if not self.replay.has_trajectory(tid) or (stamp is not None and self._reanalyzed_at.get(tid) != stamp):
+                skipped += 1
                 continue
             ids = self.replay.trajectory_indices(tid)
             if ids.size != int(ep.trajectory.last) + 1:
                 raise ValueError(f"episode replaying trajectory {tid} has {int(ep.trajectory.last) + 1} steps, "
                                  f"the stored one {ids.size}")
+            old = self.replay.get_trajectory(tid)
+            new_v = np.asarray(ep.trajectory.root_values, np.float64)
+            new_p = np.asarray(ep.trajectory.root_policies, np.float64)
+            acted = slice(0, ids.size - 1)
+            dv.append(np.abs(new_v[acted] - np.asarray(old.root_values, np.float64)[acted]))
+            p_old = np.asarray(old.root_policies, np.float64)[acted]
+            kl.append(np.sum(p_old * (np.log(p_old + 1e-12) - np.log(new_p[acted] + 1e-12)), axis=-1))
             done += self.update_search_stats(ids, ep.trajectory.root_values, ep.trajectory.root_policies)
-        return done
+            positions += ids.size
+        dv_all = np.concatenate(dv) if dv else np.zeros(0)
+        kl_all = np.concatenate(kl) if kl else np.zeros(0)
+        return {"reanalyze/trajectories": float(done), "reanalyze/skipped": float(skipped),
+                "reanalyze/positions": float(positions),
+                "reanalyze/abs_dv": float(dv_all.mean()) if dv_all.size else 0.0,
+                "reanalyze/kl": float(kl_all.mean()) if kl_all.size else 0.0}
+
+    def sampling_lag(self, ids) -> np.ndarray:
+        """Policy lag (published versions since it was played) of stored positions ``ids``."""
+        tids, _ = self.replay.locate(ids)
+        return np.array([self.version - self._traj_version.get(int(t), self.version) for t in tids if t >= 0])
 
     def ready(self, min_steps: int = 0) -> bool:
         """Replay holds at least ``min_steps`` steps and can be sampled."""
@@ -169,6 +236,10 @@ class Learner:
         for batch_ids, prio in zip(ids, priorities):
             self.replay.update_priorities(batch_ids, prio)
         out = {k: float(v) / num_updates for k, v in sums.items() if k != "train/step"}
+        lag = self.sampling_lag(np.concatenate(ids))
+        if lag.size:
+            out.update({"lag/sampled_mean": float(lag.mean()), "lag/sampled_p95": float(np.percentile(lag, 95)),
+                        "lag/sampled_max": float(lag.max())})
         return out
 
     # ------------------------------------------------------------------ params out
@@ -183,6 +254,10 @@ class Learner:
         """``(version, numpy params)`` last published."""
         return self.version, self._published
 
+    def target_params(self):
+        """The target network's params as numpy (what reanalyze searches with)."""
+        return jax.device_get(self.state.target_params)
+
     # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict:
@@ -191,6 +266,23 @@ class Learner:
 
     def template(self) -> dict:
         return {"train_state": self.state, "version": None, "published": None}
+
+    def books_state_dict(self) -> dict:
+        """Per-trajectory bookkeeping (versions played with, reanalyze stamps): saved with replay."""
+        def pairs(book):
+            keys = np.array(sorted(book), np.int64)
+            return {"ids": keys, "values": np.array([book[int(k)] for k in keys], np.int64)}
+
+        return {"versions": pairs(self._traj_version), "reanalyzed_at": pairs(self._reanalyzed_at),
+                "stamp": int(self._reanalyze_stamp)}
+
+    def load_books_state_dict(self, state: dict) -> None:
+        def book(d):
+            return {int(k): int(v) for k, v in zip(np.asarray(d["ids"]).reshape(-1), np.asarray(d["values"]).reshape(-1))}
+
+        self._traj_version = book(state["versions"])
+        self._reanalyzed_at = book(state["reanalyzed_at"])
+        self._reanalyze_stamp = int(state["stamp"])
 
     def load_state_dict(self, data: dict) -> None:
         """Restore :meth:`state_dict` output (restored against :meth:`template`)."""

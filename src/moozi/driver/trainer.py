@@ -1,21 +1,39 @@
-"""The thesis's synchronous schedule over plain components, in one process.
+"""The driver: one training run's schedule, written once against a backend.
 
-One *epoch* at a time (../shared/DESIGN.md §1):
+Components (:mod:`moozi.driver.hosts`) are hosted by a backend
+(:mod:`moozi.driver.backend`): in this process by default, or as Ray actors
+(``distributed.backend: ray``). The driver only moves small things: episodes
+from training workers to the learner, metrics, and references to published
+parameters; batches and priorities stay inside the learner.
 
-1. the training actor plays ``acting.steps_per_epoch`` steps in ``env.num_envs``
-   environments and hands over the episodes it finished;
-2. the learner stores them in replay;
-3. the learner runs as many updates as keep ``updates * batch_size`` equal to
+``schedule.kind: sync`` (the thesis), one *epoch* at a time
+(../shared/DESIGN.md §1):
+
+1. the W training workers each play ``acting.steps_per_epoch`` steps in
+   ``env.num_envs`` environments (in parallel under Ray) and hand over the
+   episodes they finished, stored in worker order;
+2. the learner runs as many updates as keep ``updates * batch_size`` equal to
    ``schedule.samples_per_env_step`` times the environment steps collected
-   since training began (honoured exactly over the run, logged as
-   ``train/samples_per_env_step``), in one :meth:`~moozi.learner.Learner.train` call;
-4. every ``schedule.sync_every`` epochs the learner publishes params to the actors;
-5. every ``testing.every`` epochs the testing actor plays ``testing.episodes``
-   greedy games and reports ``test/return_mean``.
+   since training began (exact over the run, ``ratio/achieved``);
+3. with ``reanalyze.fraction`` f > 0, reanalyze workers re-search stored
+   episodes until reanalyzed positions reach f / (1 - f) times the acted steps;
+4. every ``schedule.sync_every`` epochs the learner publishes params;
+5. every ``testing.every`` epochs the testing worker plays greedy games.
 
-The components are an :class:`~moozi.workers.Actor` for training, one for
-testing, and a :class:`~moozi.learner.Learner` that owns replay; which acting
-path a game uses is decided once, by :func:`moozi.workers.make_actor`.
+``schedule.kind: async`` (IMPALA-style): training workers, the learner,
+reanalyze workers and the testing worker run continuously. A rate limiter
+(as Reverb's ``SampleToInsertRatio``) starts a worker's segment or a learner
+call only while trained samples stay within ``ratio_slack`` of
+``samples_per_env_step`` x inserted steps, so the faster side waits (on the
+backend, never by sleeping); the learner publishes after every call, and
+does not publish a version that would leave a segment in flight more than
+``max_policy_lag`` versions behind. An *epoch* there is W inserted segments.
+
+Faults: a training, testing or reanalyze worker whose process dies is
+restarted (``distributed.max_restarts`` per slot, doubling backoff, new random
+streams from run seed, worker id and incarnation) and its segment in flight is
+lost whole (episodes are only handed over complete). A dead learner is
+restored from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -23,28 +41,51 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-import jax
 import numpy as np
 import yaml
 
-from moozi.checkpoint import PendingCheckpoint, checkpoint_parts, load_checkpoint, load_latest
-from moozi.config import Config, to_dict
-from moozi.driver.parts import build_parts, stream_seed
-from moozi.learner import Learner
+from moozi.config import Config, ConfigError, to_dict
+from moozi.driver.backend import LocalBackend, Resources, WorkerDied, make_backend
+from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
+from moozi.driver.parts import build_parts
 from moozi.observe.metrics import MetricsWriter, setup_logging
-from moozi.workers import agent_return, make_actor, play_games
+from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
 
-COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints")
-ACTOR_PARTS = ("learner", "actor", "tester")
+COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
+            "reanalyzed_positions", "restarts")
+
+
+@dataclass
+class Slot:
+    """One worker position: what it is, its current process and its history of restarts."""
+
+    name: str
+    kind: str  # "train" | "test" | "reanalyze"
+    worker_id: int
+    handle: Any = None
+    incarnation: int = 0
+    restarts: int = 0
+    busy_s: float = 0.0
+    busy_mark: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _stats(prefix: str, values) -> dict[str, float]:
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return {}
+    return {f"{prefix}_mean": float(v.mean()), f"{prefix}_p95": float(np.percentile(v, 95)),
+            f"{prefix}_max": float(v.max())}
 
 
 class Trainer:
-    """One training run in one process.
+    """One training run.
 
     Args:
       config: the whole run's configuration.
@@ -52,207 +93,551 @@ class Trainer:
       resume: continue from the newest good checkpoint in ``run_dir``.
       progress: optional callback ``(counters, last_row, last_test)`` called with
         every metrics row (the CLI's progress display).
+      backend: hosts the components (default: the one ``distributed.backend`` names).
     """
 
-    def __init__(self, config: Config, run_dir: Path | str, resume: bool = False, progress: Callable | None = None):
+    def __init__(self, config: Config, run_dir: Path | str, resume: bool = False, progress: Callable | None = None,
+                 backend=None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.progress = progress
         # Build the game and model first: a bad name or shape fails before anything is written.
-        env, self.model = build_parts(config)
+        env, _ = build_parts(config)
         self.spec = env.spec
+        env.close()
+        if config.reanalyze.fraction > 0:
+            if config.distributed.reanalyze_workers < 1:
+                raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
+            if self.spec.two_player:
+                raise ConfigError(f"reanalyze.fraction > 0 is not supported for two-player games ({self.spec.name}): "
+                                  "stored episodes do not keep legal-move masks yet, so a re-search would consider "
+                                  "illegal moves. Set reanalyze.fraction = 0")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
         if not resume:
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
-        seed = config.schedule.seed
-        k_learner, k_actor, k_test = jax.random.split(jax.random.key(seed), 3)
-        self.learner = Learner(self.model, self.spec, config.learner, config.targets, config.replay, k_learner,
-                               replay_seed=stream_seed(seed, 0))
-        self.actors = {}
+        self.backend = backend if backend is not None else make_backend(config, self.run_dir)
+        self._config_dict = to_dict(config)
+        self._versions = None if isinstance(self.backend, LocalBackend) else versions()
+        d = config.distributed
+        self.slots: dict[str, Slot] = {}
+        self.placement: dict[str, dict] = {}
         try:
-            self.actors["actor"] = make_actor(config, env, self.model, "train", k_actor, seed=seed)
-            self.actors["tester"] = make_actor(config, env, self.model, "test", k_test, seed=seed)
+            slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(d.train_workers)]
+            slots.append(Slot("tester", "test", 0))
+            if config.reanalyze.fraction > 0:
+                slots += [Slot(f"reanalyzer_{r}", "reanalyze", r) for r in range(d.reanalyze_workers)]
+            worker = Resources(d.cpus_per_worker)
+            self.backend.reserve({"learner": Resources(d.learner_cpus, d.learner_gpus),
+                                  **{sl.name: worker for sl in slots}})
+            self.learner_handle = self._spawn_learner()
+            for sl in slots:
+                self._spawn(sl, wait=False)
+            self._placed([self.learner_handle] + [sl.handle for sl in slots])
+            self.counters: dict[str, Any] = {k: 0 for k in COUNTERS}
+            self.counters["wall_s"] = 0.0
+            self.last_test: dict[str, float] = {}
+            if resume:
+                self._restore()
+            self.published = self.backend.call(self.learner_handle, "params")
+            self.version = self._learner_version()
+            self.metrics = MetricsWriter(self.run_dir)
         except BaseException:
             self.close()
             raise
-        env.close()  # a pool actor holds its own copies; a device environment has nothing to release
-        self.counters = {k: 0 for k in COUNTERS}
-        self.counters["wall_s"] = 0.0
-        self.last_test: dict[str, float] = {}
-        if resume:
-            self._restore()
-        self._sync_params()
-        self.metrics = MetricsWriter(self.run_dir)
+
+    # --- components -------------------------------------------------------------------
+
+    def _spawn_learner(self):
+        d = self.config.distributed
+        return self.backend.spawn("learner", LearnerHost, self._config_dict, str(self.run_dir), self._versions,
+                                  resources=Resources(d.learner_cpus, d.learner_gpus))
+
+    def _placed(self, handles) -> None:
+        """Wait for components to be built; record where each runs (``workers.json``: name, pid, node)."""
+        import json
+
+        self.placement.update(self.backend.ready(handles))
+        (self.run_dir / "workers.json").write_text(json.dumps(self.placement, indent=1))
+
+    def _spawn(self, slot: Slot, wait: bool = True) -> None:
+        res = Resources(self.config.distributed.cpus_per_worker)
+        if slot.kind == "reanalyze":
+            slot.handle = self.backend.spawn(slot.name, ReanalyzeHost, self._config_dict, slot.worker_id,
+                                             slot.incarnation, self._versions, resources=res)
+        else:
+            slot.handle = self.backend.spawn(slot.name, ActingHost, self._config_dict, slot.kind, slot.worker_id,
+                                             slot.incarnation, self._versions, resources=res)
+        slot.busy_mark = slot.busy_s = 0.0
+        self.slots[slot.name] = slot
+        if wait:
+            self._placed([slot.handle])
+
+    def _restart(self, slot: Slot, error: Exception) -> None:
+        """A worker died: start a new incarnation of its slot (bounded, with backoff)."""
+        d = self.config.distributed
+        slot.restarts += 1
+        self.counters["restarts"] += 1
+        if slot.restarts > d.max_restarts:
+            raise RuntimeError(f"{slot.name} died {slot.restarts} times (distributed.max_restarts = "
+                               f"{d.max_restarts}); last: {error}") from error
+        wait = d.restart_backoff_s * 2 ** (slot.restarts - 1)
+        log.warning("%s died (%s); restarting it (restart %d of at most %d) in %.1f s",
+                    slot.name, error, slot.restarts, d.max_restarts, wait)
+        try:
+            self.backend.kill(slot.handle)
+        except Exception:  # already gone
+            pass
+        time.sleep(wait)
+        slot.incarnation += 1
+        self._spawn(slot)
+
+    def _recover_learner(self, error: Exception) -> None:
+        """The learner died: a new one restored from the last checkpoint (or fresh, if none yet)."""
+        self.counters["restarts"] += 1
+        log.warning("the learner died (%s); restoring it from the last checkpoint", error)
+        try:
+            self.backend.kill(self.learner_handle)
+        except Exception:
+            pass
+        self.learner_handle = self._spawn_learner()
+        self._placed([self.learner_handle])
+        if (self.run_dir / "checkpoints").exists() and any((self.run_dir / "checkpoints").glob("step_*")):
+            restarts = self.counters["restarts"]
+            self._restore(workers=False)
+            self.counters["restarts"] = restarts
+        else:
+            for k in ("updates", "ready_env_steps"):
+                self.counters[k] = 0
+        self.published = self.backend.call(self.learner_handle, "params")
+        self.version = self._learner_version()
+
+    def _learner(self, method: str, *args):
+        """A blocking learner call (the learner restored and the call repeated once if it died)."""
+        try:
+            return self.backend.get(self.backend.call(self.learner_handle, method, *args))
+        except WorkerDied as e:
+            self._recover_learner(e)
+            return self.backend.get(self.backend.call(self.learner_handle, method, *args))
+
+    def _learner_version(self) -> int:
+        return int(self.backend.get(self.published)["version"])
+
+    @property
+    def learner(self):
+        """The :class:`~moozi.learner.Learner` object (local backend only)."""
+        return self.backend.instance(self.learner_handle).learner
 
     @property
     def actor(self):
-        return self.actors["actor"]
+        """The first training worker's actor object (local backend only)."""
+        return self.backend.instance(self.slots["actor"].handle).actor
 
     @property
     def tester(self):
-        return self.actors["tester"]
+        return self.backend.instance(self.slots["tester"].handle).actor
 
     def close(self) -> None:
-        """Release the actors' environments (worker processes, emulators)."""
-        for actor in self.actors.values():
-            actor.close()
+        """Stop every component and the backend (no process of the run stays behind)."""
+        for slot in list(getattr(self, "slots", {}).values()):
+            if slot.handle is not None:
+                try:
+                    self.backend.kill(slot.handle)
+                except Exception:
+                    pass
+        if getattr(self, "learner_handle", None) is not None:
+            try:
+                self.backend.kill(self.learner_handle)
+            except Exception:
+                pass
+        if getattr(self, "backend", None) is not None:
+            self.backend.shutdown()
 
-    def _sync_params(self) -> None:
-        version, params = self.learner.params()
-        for actor in self.actors.values():
-            actor.set_params(version, params)
+    def checksum(self) -> float:
+        """Sum of |learner params| (same seed and schedule: same sum, whatever the backend)."""
+        return float(self._learner("checksum"))
 
-    # --- checkpoints -------------------------------------------------------------------
+    # --- checkpoints ------------------------------------------------------------------
+
+    def _worker_states(self) -> dict[str, bytes]:
+        futures = {n: self.backend.call(s.handle, "state") for n, s in self.slots.items() if s.kind != "reanalyze"}
+        parts = {}
+        for name, fut in futures.items():
+            try:
+                parts[name] = self.backend.get(fut)
+            except WorkerDied as e:  # its new incarnation starts fresh: nothing of it to save
+                self._restart(self.slots[name], e)
+        return parts
 
     def save(self) -> Path:
-        """Write a checkpoint: one part per component, committed together."""
+        """Write a checkpoint: the learner writes its parts and the workers' (sent as bytes), committed together."""
         out = self.config.output
         with_replay = self.counters["checkpoints"] % out.replay_every_checkpoints == 0
-        pending = PendingCheckpoint(self.run_dir / "checkpoints", self.counters["updates"])
-        try:
-            pending.write_part("learner", self.learner.state_dict())
-            if with_replay:
-                pending.write_part("replay", self.learner.replay.state_dict())
-            for name, actor in self.actors.items():
-                pending.write_part(name, actor.state_dict())
-        except BaseException:
-            pending.abort()
-            raise
+        parts = self._worker_states()
         self.counters["checkpoints"] += 1
-        meta = {"counters": dict(self.counters), "last_test": self.last_test, "config": to_dict(self.config)}
-        path = pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay")
+        meta = {"counters": dict(self.counters), "last_test": self.last_test, "config": self._config_dict}
+        path = Path(self._learner("save", int(self.counters["updates"]), parts, meta, with_replay))
         log.info("checkpoint written: %s%s", path, "" if with_replay else " (without replay)")
         return path
 
-    def _restore(self) -> None:
-        directory = self.run_dir / "checkpoints"
-        templates = {"learner": self.learner.template(),
-                     **{name: actor.template() for name, actor in self.actors.items()}}
-        parts, meta, path = load_latest(directory, templates, parts=list(ACTOR_PARTS))
-        if "replay" in checkpoint_parts(path):
-            replay, _ = load_checkpoint(path, parts=["replay"])
-        else:
-            replay, _, older = load_latest(directory, parts=["replay"])
-            log.warning("replay restored from the older checkpoint %s (output.replay_every_checkpoints = %d): "
-                        "this resume is not exact", older, self.config.output.replay_every_checkpoints)
-        self.learner.load_state_dict(parts["learner"])
-        self.learner.replay.load_state_dict(replay["replay"])
-        for name, actor in self.actors.items():
-            actor.load_state_dict(parts[name])
+    def _restore(self, workers: bool = True) -> None:
+        names = [n for n, s in self.slots.items() if s.kind != "reanalyze"] if workers else []
+        res = self.backend.get(self.backend.call(self.learner_handle, "restore", names))
+        for name, data in res["parts"].items():
+            self.backend.get(self.backend.call(self.slots[name].handle, "load_state", data))
+        meta = res["meta"]
         self.counters.update({k: meta["counters"].get(k, 0) for k in COUNTERS})
         self.last_test = dict(meta.get("last_test") or {})
-        log.info("resumed from %s at %s", path, self.counters)
+        log.info("resumed from %s at %s", res["path"], self.counters)
 
-    # --- the schedule ------------------------------------------------------------------
+    # --- shared steps -----------------------------------------------------------------
 
-    def _collect(self) -> dict:
-        episodes, row = self.actor.run()
-        self.learner.add_episodes(episodes)
-        self.counters["env_steps"] += int(row.pop("acting/env_steps"))
+    def _insert(self, episodes, metrics: dict, row: dict, block: bool = True):
+        """Hand a finished segment's episodes to the learner and count them.
+
+        ``block=False`` (async) returns the learner call's future instead of
+        waiting for it (the learner may be in the middle of a training call).
+        """
+        steps = int(metrics.pop("acting/env_steps"))
+        metrics.pop("acting/busy_s", None)
+        future = None
+        if block:
+            self._stored(self._learner("add_episodes", episodes), row)
+        else:
+            future = self.backend.call(self.learner_handle, "add_episodes", episodes)
+        self.counters["env_steps"] += steps
         self.counters["episodes"] += len(episodes)
+        for k, v in metrics.items():
+            row.setdefault(k, []).append(v)
+        row.setdefault("_segment_lag", []).append(self.version - int(metrics.get("acting/version", self.version)))
         if episodes:
-            row["train/episode_return"] = float(np.mean([agent_return(e.trajectory, 0, False) for e in episodes]))
-            row["train/episode_length"] = float(np.mean([e.length for e in episodes]))
-        return row
+            row.setdefault("train/episode_return", []).extend(
+                agent_return(e.trajectory, 0, False) for e in episodes)
+            row.setdefault("train/episode_length", []).extend(e.length for e in episodes)
+        return future
 
-    def _train(self) -> dict:
-        s = self.config.schedule
-        if not self.learner.ready(max(s.min_replay_steps, 1)):
-            self.counters["ready_env_steps"] = self.counters["env_steps"]
-            return {}
-        trained_steps = self.counters["env_steps"] - self.counters["ready_env_steps"]
-        due = math.floor(s.samples_per_env_step * trained_steps / s.batch_size)
-        todo = max(due - self.counters["updates"], 0)
-        out = self.learner.train(todo, s.batch_size)
-        self.counters["updates"] += todo
-        if trained_steps > 0:
-            out["train/samples_per_env_step"] = self.counters["updates"] * s.batch_size / trained_steps
-        out["train/updates_this_epoch"] = todo
-        return out
+    @staticmethod
+    def _stored(result: dict, row: dict) -> None:
+        row.setdefault("_lag_inserted", []).extend(result["lag"])
+
+    def _ready(self) -> bool:
+        if self.counters["updates"] > 0:
+            return True
+        if self._learner("ready", max(self.config.schedule.min_replay_steps, 1)):
+            return True
+        self.counters["ready_env_steps"] = self.counters["env_steps"]
+        return False
+
+    def _reanalyze_due(self) -> int:
+        f = self.config.reanalyze.fraction
+        if f <= 0 or self.counters["updates"] == 0:
+            return 0
+        return int(f / (1.0 - f) * self.counters["env_steps"]) - self.counters["reanalyzed_positions"]
+
+    def _reanalyze_store(self, result, row: dict) -> None:
+        stamp, episodes, metrics = result
+        stats = self._learner("apply_reanalyzed", stamp, episodes)
+        self.counters["reanalyzed_positions"] += int(stats["reanalyze/positions"])
+        for k, v in {**metrics, **stats}.items():
+            if k != "reanalyze/busy_s":
+                row.setdefault(k, []).append(v)
 
     def test(self, num_episodes: int | None = None) -> dict:
         """Play ``testing.episodes`` greedy games with the test planner and the published params."""
-        games = play_games(self.tester, num_episodes or self.config.testing.episodes)
-        returns = np.array([agent_return(g.trajectory, g.agent_seat, self.spec.two_player) for g in games])
-        lengths = np.array([g.length for g in games])
-        self.last_test = {
-            "test/return_mean": float(returns.mean()),
-            "test/return_std": float(returns.std()),
-            "test/return_min": float(returns.min()),
-            "test/return_max": float(returns.max()),
-            "test/episode_length": float(lengths.mean()),
-            "test/episodes": int(len(games)),
-        }
-        return dict(self.last_test)
+        slot = self.slots["tester"]
+        n = num_episodes or self.config.testing.episodes
+        for _ in range(2):
+            try:
+                self.last_test = self.backend.get(self.backend.call(slot.handle, "test", self.published, n))
+                return dict(self.last_test)
+            except WorkerDied as e:
+                self._restart(slot, e)
+        return {}
+
+    def _publish(self) -> None:
+        self.published = self.backend.call(self.learner_handle, "publish")
+        self.version = self._learner_version()
+
+    # --- the sync schedule ------------------------------------------------------------
+
+    def _epoch_sync(self, row: dict) -> None:
+        s = self.config.schedule
+        t0 = time.perf_counter()
+        train_slots = [sl for sl in self.slots.values() if sl.kind == "train"]
+        futures = [(sl, self.backend.call(sl.handle, "run", self.published)) for sl in train_slots]
+        for sl, fut in futures:  # in worker order, whatever finishes first: the same run on every backend
+            try:
+                episodes, metrics = self.backend.get(fut)
+            except WorkerDied as e:
+                self._restart(sl, e)
+                continue
+            sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
+            self._insert(episodes, metrics, row)
+        t1 = time.perf_counter()
+        if self._ready():
+            trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
+            due = math.floor(s.samples_per_env_step * trained / s.batch_size)
+            todo = max(due - self.counters["updates"], 0)
+            out = self._learner("train", todo, s.batch_size) if todo else {}
+            self.counters["updates"] += todo
+            for k, v in out.items():
+                row.setdefault(k, []).append(v)
+            row.setdefault("train/updates_this_epoch", []).append(todo)
+        t2 = time.perf_counter()
+        self._reanalyze_sync(row)
+        t3 = time.perf_counter()
+        self.counters["epochs"] += 1
+        if self.counters["epochs"] % s.sync_every == 0 and self.counters["updates"] > 0:
+            self._publish()
+        every = self.config.testing.every
+        if every and self.counters["epochs"] % every == 0 and self.counters["updates"] > 0:
+            row.update({k: [v] for k, v in self.test().items()})
+        t4 = time.perf_counter()
+        for k, v in (("act", t1 - t0), ("learn", t2 - t1), ("reanalyze", t3 - t2), ("test", t4 - t3)):
+            row.setdefault(f"time/{k}_s", []).append(v)
+
+    def _reanalyze_sync(self, row: dict) -> None:
+        due = self._reanalyze_due()
+        if due <= 0:
+            return
+        per_call = self.config.reanalyze.positions_per_call
+        target = self.backend.call(self.learner_handle, "target_params")
+        slots = [sl for sl in self.slots.values() if sl.kind == "reanalyze"]
+        while due > 0:
+            jobs = []
+            for sl in slots:
+                if due <= 0:
+                    break
+                batch = self._learner("reanalyze_batch", min(per_call, due))
+                if not batch["ids"]:
+                    return
+                due -= sum(int(t.last) + 1 for t in batch["trajectories"])
+                jobs.append((sl, self.backend.call(sl.handle, "reanalyze", target, batch)))
+            for sl, fut in jobs:
+                try:
+                    self._reanalyze_store(self.backend.get(fut), row)
+                except WorkerDied as e:
+                    self._restart(sl, e)
+
+    # --- the async schedule -----------------------------------------------------------
+
+    def _async_state(self) -> dict:
+        s = self.config.schedule
+        seg = self.config.acting.steps_per_epoch * self.config.env.num_envs
+        w = self.config.distributed.train_workers
+        slack = s.ratio_slack or int(s.updates_per_call * s.batch_size + w * seg * s.samples_per_env_step)
+        return {"seg": seg, "slack": slack, "inflight": {}, "segments": 0}
+
+    def _can_act(self, st: dict) -> bool:
+        s = self.config.schedule
+        if self.counters["updates"] == 0:
+            return True  # filling replay: nothing to wait for
+        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
+        acting = sum(1 for kind, _ in st["inflight"].values() if kind == "act")
+        ahead = s.samples_per_env_step * (trained + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
+        return ahead <= st["slack"]
+
+    def _can_learn(self, st: dict) -> bool:
+        s = self.config.schedule
+        if any(kind == "learn" for kind, _ in st["inflight"].values()):
+            return False
+        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
+        samples = (self.counters["updates"] + s.updates_per_call) * s.batch_size
+        if samples > s.samples_per_env_step * trained + st["slack"]:
+            return False
+        acting = [info[1] for kind, info in st["inflight"].values() if kind == "act"]
+        return not acting or self.version + 1 - min(acting) <= s.max_policy_lag
+
+    def _run_async(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
+        s = self.config.schedule
+        st = self._async_state()
+        inflight: dict = {}  # future -> (kind, info)
+        st["inflight"] = {}
+
+        def track(fut, kind, info):
+            inflight[fut] = (kind, info)
+            st["inflight"][id(fut)] = (kind, info)
+
+        def untrack(fut):
+            del st["inflight"][id(fut)]
+            return inflight.pop(fut)
+
+        idle = {n for n, sl in self.slots.items() if sl.kind in ("train", "reanalyze")}
+        ready = self._ready()
+        test_due_epoch = self.counters["epochs"]
+        target = None
+        stopping = False
+        while True:
+            if not stopping and should_stop():
+                stopping = True
+            if not stopping:
+                for name in sorted(idle):
+                    sl = self.slots[name]
+                    if sl.kind == "train" and self._can_act(st):
+                        fut = self.backend.call(sl.handle, "run", self.published)
+                        track(fut, "act", (sl, self.version))
+                        idle.discard(name)
+                    elif sl.kind == "reanalyze" and ready and self._reanalyze_due() - self._reanalyze_inflight(
+                            inflight) > 0:
+                        if target is None or target[0] != self.version:
+                            target = (self.version, self.backend.call(self.learner_handle, "target_params"))
+                        batch = self.backend.call(self.learner_handle, "reanalyze_batch",
+                                                  self.config.reanalyze.positions_per_call)
+                        track(self.backend.call(sl.handle, "reanalyze", target[1], batch), "reanalyze",
+                              (sl, self.config.reanalyze.positions_per_call))
+                        idle.discard(name)
+                if ready and self._can_learn(st):
+                    track(self.backend.call(self.learner_handle, "train_and_publish", s.updates_per_call,
+                                            s.batch_size), "learn", (None, self.version))
+                every = self.config.testing.every
+                if (every and self.counters["updates"] > 0 and self.counters["epochs"] >= test_due_epoch + every
+                        and not any(k == "test" for k, _ in inflight.values())):
+                    test_due_epoch = self.counters["epochs"]
+                    track(self.backend.call(self.slots["tester"].handle, "test", self.published,
+                                            self.config.testing.episodes), "test", (self.slots["tester"], 0))
+            if not inflight:
+                if stopping:
+                    return
+                raise RuntimeError("async schedule stalled: nothing in flight and nothing allowed to start "
+                                   f"(counters {self.counters}); please report this")
+            t = time.perf_counter()
+            done, _ = self.backend.wait(list(inflight), num_returns=1)
+            row.setdefault("time/wait_s", []).append(time.perf_counter() - t)
+            for fut in done:
+                kind, (sl, info) = untrack(fut)
+                try:
+                    result = self.backend.get(fut)
+                except WorkerDied as e:
+                    if sl is None:  # a learner call: the learner died
+                        self._recover_learner(e)
+                        ready = self._ready()
+                    else:
+                        self._restart(sl, e)
+                        if kind != "test":
+                            idle.add(sl.name)
+                    continue
+                if kind == "act":
+                    episodes, metrics = result
+                    sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
+                    track(self._insert(episodes, metrics, row, block=False), "store", (None, 0))
+                    idle.add(sl.name)
+                    st["segments"] += 1
+                    self.counters["epochs"] = st["segments"] // self.config.distributed.train_workers
+                    if not ready:
+                        ready = self._ready()
+                elif kind == "store":
+                    self._stored(result, row)
+                elif kind == "learn":  # the result is the published object: workers get it by reference
+                    self.counters["updates"] += s.updates_per_call
+                    self.published = fut
+                    self.version = int(result["version"])
+                    for k, v in result["metrics"].items():
+                        row.setdefault(k, []).append(v)
+                elif kind == "reanalyze":
+                    self._reanalyze_store(result, row)
+                    idle.add(sl.name)
+                elif kind == "test":
+                    self.last_test = result
+                    row.update({k: [v] for k, v in result.items()})
+                on_row(row)
+
+    def _reanalyze_inflight(self, inflight: dict) -> int:
+        return sum(info[1] for kind, info in inflight.values() if kind == "reanalyze")
+
+    # --- the run ----------------------------------------------------------------------
 
     def run(self, minutes: float | None = None) -> dict:
         """Train until ``minutes`` of wall clock pass or ``schedule.max_env_steps``; checkpoint at the end."""
         s, out = self.config.schedule, self.config.output
         start = time.monotonic()
         wall0 = self.counters["wall_s"]
-        last_ckpt = start
-        last_report = (start, self.counters["env_steps"], self.counters["updates"])
-        pending: list[dict] = []
+        self._last_ckpt = start
+        self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
+                        "epochs": self.counters["epochs"], "busy": {}}
         deadline = None if minutes is None else start + 60.0 * minutes
-        log.info("training %s for %s minutes", self.config.env.name, minutes)
+        log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
+                 minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
         self._stop_requested = False
         restore_handlers = self._install_stop_handlers()
+        row: dict = {}
+
+        def should_stop() -> bool:
+            if self._stop_requested:
+                log.info("stop requested: finishing with a checkpoint")
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return True
+            return s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps
+
+        def on_row(r: dict) -> None:
+            now = time.monotonic()
+            self.counters["wall_s"] = wall0 + (now - start)
+            if "test/return_mean" in r or self.counters["epochs"] - self._report["epochs"] >= out.log_every_epochs:
+                self._write_row(r)
+                r.clear()
+            if now - self._last_ckpt >= 60.0 * out.checkpoint_every_minutes:
+                self.save()
+                self._last_ckpt = time.monotonic()
+
         try:
-            while True:
-                if self._stop_requested:
-                    log.info("stop requested: finishing with a checkpoint")
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                if s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps:
-                    break
-                row = self._collect()
-                row.update(self._train())
-                self.counters["epochs"] += 1
-                if self.counters["epochs"] % s.sync_every == 0 and self.counters["updates"] > 0:
-                    self.learner.publish()
-                    self._sync_params()
-                every = self.config.testing.every
-                if every and self.counters["epochs"] % every == 0 and self.counters["updates"] > 0:
-                    row.update(self.test())
-                now = time.monotonic()
-                self.counters["wall_s"] = wall0 + (now - start)
-                pending.append(row)
-                if "test/return_mean" in row or self.counters["epochs"] % out.log_every_epochs == 0:
-                    last_report = self._write_row(pending, last_report)
-                    pending = []
-                if now - last_ckpt >= 60.0 * out.checkpoint_every_minutes:
-                    self.save()
-                    last_ckpt = time.monotonic()
+            if s.kind == "async":
+                self._run_async(should_stop, on_row, row)
+            else:
+                while not should_stop():
+                    self._epoch_sync(row)
+                    on_row(row)
         finally:
             restore_handlers()
             self.counters["wall_s"] = wall0 + (time.monotonic() - start)
-            if pending:
-                self._write_row(pending, last_report)
+            if row:
+                self._write_row(row)
             self.save()
             self.metrics.close()
         return dict(self.counters)
 
-    def _write_row(self, rows: list[dict], since: tuple) -> tuple:
-        """One metrics row: each metric averaged over the epochs that reported it, counters,
-        and throughput over the row's interval. Returns the new interval start."""
+    def _write_row(self, rows: dict) -> None:
+        """One metrics row: each metric averaged over the epochs that reported it, counters, throughput,
+        the replay ratio and its error, policy lags and each worker's busy fraction over the row's interval."""
+        s = self.config.schedule
         out: dict[str, float] = {}
-        for key in {k for r in rows for k in r}:
-            out[key] = float(np.mean([r[key] for r in rows if key in r]))
+        for key, values in rows.items():
+            if not key.startswith("_") and values:
+                out[key] = float(np.mean(values))
+        out.update(_stats("lag/inserted", rows.get("_lag_inserted", [])))
+        out.update(_stats("lag/segment", rows.get("_segment_lag", [])))
         now = time.monotonic()
-        t0, s0, u0 = since
+        t0, s0, u0 = self._report["since"]
         dt = max(now - t0, 1e-9)
-        out["perf/env_steps_per_s"] = (self.counters["env_steps"] - s0) / dt
-        out["perf/updates_per_s"] = (self.counters["updates"] - u0) / dt
-        out.update(self.learner.replay.stats())
+        steps, updates = self.counters["env_steps"] - s0, self.counters["updates"] - u0
+        out["perf/env_steps_per_s"] = steps / dt
+        out["perf/updates_per_s"] = updates / dt
+        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
+        if trained > 0 and self.counters["updates"] > 0:
+            achieved = self.counters["updates"] * s.batch_size / trained
+            out["ratio/achieved"] = achieved
+            out["ratio/error"] = achieved / s.samples_per_env_step - 1.0
+            if steps > 0 and u0 > 0:
+                out["ratio/window"] = updates * s.batch_size / steps
+        for name, sl in self.slots.items():
+            if sl.kind == "train":
+                prev = self._report["busy"].get(name, sl.busy_mark)
+                out[f"workers/{name}/busy_fraction"] = max(sl.busy_s - prev, 0.0) / dt
+                self._report["busy"][name] = sl.busy_s
+        out["workers/restarts"] = float(self.counters["restarts"])
+        try:
+            out.update(self._learner("stats"))
+        except Exception as e:  # a row without replay statistics is better than a lost run
+            log.warning("replay statistics unavailable: %s", e)
+        if "reanalyze/positions" in rows:
+            out["reanalyze/positions_total"] = float(self.counters["reanalyzed_positions"])
         out.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
                     "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
-                    "wall_s": self.counters["wall_s"], "params_version": self.actor.version})
+                    "wall_s": self.counters["wall_s"], "params_version": self.version})
         self.metrics.write(out, step=self.counters["env_steps"])
+        self._report["since"] = (now, self.counters["env_steps"], self.counters["updates"])
+        self._report["epochs"] = self.counters["epochs"]
         if self.progress:
             self.progress(dict(self.counters), out, self.last_test)
-        return (now, self.counters["env_steps"], self.counters["updates"])
 
     def _install_stop_handlers(self) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.

@@ -1,0 +1,217 @@
+"""The Ray backend: the only module that imports Ray (``pip install 'moozi[ray]'``).
+
+Each component (:mod:`moozi.driver.hosts`) becomes one Ray actor in one
+placement group reserved up front (a request the cluster cannot satisfy
+fails within ``distributed.placement_timeout_s`` naming what is missing).
+A worker's XLA threads are limited to the CPUs it reserved. Ray's own actor
+restarts are off: the driver restarts a dead worker itself, with a new
+incarnation (new random streams), see :mod:`moozi.driver.trainer`.
+
+Without ``distributed.address`` moozi starts a private Ray on this machine:
+bound to 127.0.0.1, no dashboard, a bounded object store, its temporary folder
+under the run directory (or a short folder in /tmp when that path is too long
+for Ray's sockets), and stops it on exit, on error and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import ray
+
+from moozi.driver.backend import DEFAULT_RESOURCES, Resources, WorkerDied
+
+log = logging.getLogger("moozi")
+
+# Ray's unix socket paths (session folder + sockets/...) must stay under ~107 bytes.
+_MAX_TEMP_DIR = 40
+
+
+class _Host:
+    """A component inside a Ray actor."""
+
+    def __init__(self, factory, *args):
+        self.obj = factory(*args)
+
+    def call(self, method: str, *args):
+        return getattr(self.obj, method)(*args)
+
+    def info(self) -> dict:
+        import socket
+
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname()}
+
+
+class RayHandle:
+    def __init__(self, name: str, actor, resources: Resources):
+        self.name = name
+        self.actor = actor
+        self.resources = resources
+
+
+def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
+    """Environment variables that keep a worker's XLA (and BLAS) threads within its CPUs."""
+    n = max(int(cpus), 1)
+    env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}
+    if n == 1:
+        env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    if gpus == 0:
+        env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+class RayBackend:
+    """Components as Ray actors (see the module doc)."""
+
+    name = "ray"
+
+    def __init__(self, config, run_dir):
+        self.config = config
+        self.run_dir = Path(run_dir).resolve()
+        self._started = False
+        self._temp = None
+        self._pg = None
+        self._bundles: dict[str, int] = {}
+        if ray.is_initialized():
+            raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
+        if config.address:
+            ray.init(address=config.address, include_dashboard=False, log_to_driver=True,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+        else:
+            self._temp = self._temp_dir()
+            ray.init(num_cpus=config.num_cpus or 64, include_dashboard=False, _temp_dir=str(self._temp),
+                     object_store_memory=config.object_store_mb * 1024 * 1024, _node_ip_address="127.0.0.1",
+                     log_to_driver=True, configure_logging=False)
+            self._started = True
+        atexit.register(self.shutdown)
+
+    def _temp_dir(self) -> Path:
+        wanted = self.run_dir / "ray"
+        if len(str(wanted)) <= _MAX_TEMP_DIR:
+            wanted.mkdir(parents=True, exist_ok=True)
+            return wanted
+        short = Path(tempfile.mkdtemp(prefix="moozi-ray-"))
+        try:  # a pointer from the run directory, so the user finds Ray's logs
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "ray-temp-dir.txt").write_text(f"{short}\n")
+        except OSError:
+            pass
+        return short
+
+    # --- resources --------------------------------------------------------------------
+
+    def reserve(self, requests: dict[str, Resources]) -> None:
+        """Reserve one bundle per component in one placement group; fail clearly if the cluster cannot."""
+        from ray.util.placement_group import placement_group
+
+        bundles = []
+        for i, (name, res) in enumerate(requests.items()):
+            bundle = {"CPU": float(res.cpus)}
+            if res.gpus:
+                bundle["GPU"] = float(res.gpus)
+            bundles.append(bundle)
+            self._bundles[name] = i
+        self._pg = placement_group(bundles, strategy="SPREAD")
+        ready, _ = ray.wait([self._pg.ready()], timeout=self.config.placement_timeout_s)
+        if not ready:
+            need_cpu = sum(b["CPU"] for b in bundles)
+            need_gpu = sum(b.get("GPU", 0.0) for b in bundles)
+            have = ray.cluster_resources()
+            missing = []
+            if need_cpu > have.get("CPU", 0.0):
+                missing.append(f"{need_cpu:g} CPUs requested, the cluster has {have.get('CPU', 0.0):g}")
+            if need_gpu > have.get("GPU", 0.0):
+                missing.append(f"{need_gpu:g} GPUs requested, the cluster has {have.get('GPU', 0.0):g}")
+            if not missing:
+                missing.append("no node can hold one of the bundles " + str(bundles))
+            raise RuntimeError("the Ray cluster cannot place this run within "
+                               f"{self.config.placement_timeout_s:g} s: " + "; ".join(missing)
+                               + " (reduce distributed.train_workers / reanalyze_workers / cpus_per_worker, "
+                               "or add nodes)")
+
+    # --- the backend interface --------------------------------------------------------
+
+    def spawn(self, name: str, factory, *args, resources: Resources = DEFAULT_RESOURCES) -> RayHandle:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        options = {"num_cpus": resources.cpus, "num_gpus": resources.gpus, "max_restarts": 0,
+                   "max_concurrency": 1, "name": None,
+                   "runtime_env": {"env_vars": _thread_env(resources.cpus, resources.gpus)}}
+        if self._pg is not None and name in self._bundles:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._pg, placement_group_bundle_index=self._bundles[name])
+        actor = ray.remote(_Host).options(**options).remote(factory, *args)
+        return RayHandle(name, actor, resources)
+
+    def ready(self, handles) -> dict[str, dict]:
+        """Wait until components are built; their pid / node. A failed build raises its own error."""
+        refs = [h.actor.info.remote() for h in handles]
+        out = {}
+        for h, ref in zip(handles, refs):
+            try:
+                out[h.name] = ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                raise RuntimeError(f"{h.name} could not start: {_cause(e)}") from None
+        return out
+
+    def call(self, handle: RayHandle, method: str, *args):
+        # A future passed as an argument goes as the bare ObjectRef: Ray hands the callee its value
+        # (read from the object store, where it was written once).
+        ref = handle.actor.call.remote(method, *[a.ref if isinstance(a, _Ref) else a for a in args])
+        return _Ref(ref, handle.name)
+
+    def wait(self, futures, num_returns: int = 1, timeout: float | None = None):
+        by_ref = {f.ref: f for f in futures}
+        ready, pending = ray.wait(list(by_ref), num_returns=min(num_returns, len(by_ref)), timeout=timeout)
+        return [by_ref[r] for r in ready], [by_ref[r] for r in pending]
+
+    def get(self, future):
+        if isinstance(future, _Ref):
+            try:
+                return ray.get(future.ref)
+            except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError,
+                    ray.exceptions.RayActorError) as e:
+                raise WorkerDied(future.name, _cause(e)) from None
+            except ray.exceptions.RayTaskError as e:
+                raise e.as_instanceof_cause() from None
+        return ray.get(future)
+
+    def put(self, value):
+        return _Ref(ray.put(value), "driver")
+
+    def kill(self, handle: RayHandle) -> None:
+        ray.kill(handle.actor, no_restart=True)
+
+    def shutdown(self) -> None:
+        if not ray.is_initialized():
+            return
+        try:
+            if self._pg is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(self._pg)
+        except Exception:
+            pass
+        ray.shutdown()
+        if self._started and self._temp is not None and not str(self._temp).startswith(str(self.run_dir)):
+            shutil.rmtree(self._temp, ignore_errors=True)
+
+
+class _Ref:
+    """An ObjectRef with the name of the component that produces it (for error messages)."""
+
+    __slots__ = ("ref", "name")
+
+    def __init__(self, ref, name: str):
+        self.ref = ref
+        self.name = name
+
+
+def _cause(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[-1][:300] if text else type(e).__name__

@@ -1,0 +1,326 @@
+"""The components a backend hosts, each built from plain data (a config dict and integers).
+
+* :class:`LearnerHost`: the learner / parameter server. Owns the train state,
+  target network, replay and the run's checkpoints; batches and priorities
+  never leave it. Parameters leave as one ``{"version", "params"}`` object per
+  version.
+* :class:`ActingHost`: a training worker (W of them) or the testing worker:
+  one :class:`~moozi.workers.Actor` with its own episode assembly.
+* :class:`ReanalyzeHost`: a reanalyze worker: a forced-action pool actor over
+  a :class:`~moozi.envs.replay_env.ReplayEnvPool`, searching stored positions
+  with the target parameters and no noise.
+
+They import no Ray; :mod:`moozi.driver.distributed` wraps them as Ray actors
+and :class:`~moozi.driver.backend.LocalBackend` calls them in-process. Each
+owns its randomness, derived from the run seed, its worker id and its
+incarnation (a restarted worker plays new games).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from moozi.checkpoint import PendingCheckpoint, checkpoint_parts, decode_part, encode_part, load_checkpoint, load_latest, read_part_bytes
+from moozi.config import config_from_dict
+
+ROLES = ("learner", "actor", "tester", "reanalyzer")
+
+
+def worker_seed(seed: int, *ids: int) -> int:
+    """An independent integer seed for the component named by ``ids`` of a run seeded ``seed``."""
+    return int(np.random.SeedSequence([int(seed), *map(int, ids)]).generate_state(1, np.uint32)[0])
+
+
+def versions() -> dict[str, str]:
+    """The versions a cluster's processes must agree on."""
+    import jax
+
+    import moozi
+
+    return {"moozi": moozi.__version__, "jax": jax.__version__}
+
+
+def check_versions(expected: dict | None) -> None:
+    """Refuse to run a component whose moozi / jax differ from the driver's (a mixed cluster)."""
+    if not expected:
+        return
+    here = versions()
+    wrong = [f"{k} {here[k]} here but {v} on the driver" for k, v in expected.items() if here.get(k) != v]
+    if wrong:
+        import socket
+
+        raise RuntimeError(f"version mismatch on node {socket.gethostname()}: " + "; ".join(wrong)
+                           + ". Install the same versions on every node of the cluster.")
+
+
+def _root_keys(seed: int):
+    import jax
+
+    return jax.random.split(jax.random.key(seed), 3)  # learner, training actor, testing actor
+
+
+class LearnerHost:
+    """The learner, replay and checkpoints of one run (see the module doc)."""
+
+    def __init__(self, config: dict, run_dir: str, expected_versions: dict | None = None):
+        check_versions(expected_versions)
+        from moozi.driver.parts import build_parts, stream_seed
+        from moozi.learner import Learner
+
+        self.config = config_from_dict(config)
+        self.run_dir = Path(run_dir)
+        env, model = build_parts(self.config)
+        self.spec = env.spec
+        env.close()
+        seed = self.config.schedule.seed
+        self.learner = Learner(model, self.spec, self.config.learner, self.config.targets, self.config.replay,
+                               _root_keys(seed)[0], replay_seed=stream_seed(seed, 0))
+        self.busy_s = 0.0
+
+    # --- data and training ------------------------------------------------------------
+
+    def add_episodes(self, episodes) -> dict:
+        """Store episodes; returns steps added and the policy lag (versions) of the episodes at insertion."""
+        steps = self.learner.add_episodes(episodes)
+        lag = np.array([self.learner.version - ep.version for ep in episodes], np.float64)
+        return {"steps": steps, "episodes": len(episodes), "lag": lag.tolist()}
+
+    def ready(self, min_steps: int) -> bool:
+        return self.learner.ready(min_steps)
+
+    def train(self, num_updates: int, batch_size: int) -> dict:
+        t = time.perf_counter()
+        out = self.learner.train(num_updates, batch_size)
+        self.busy_s += time.perf_counter() - t
+        return out
+
+    def train_and_publish(self, num_updates: int, batch_size: int) -> dict:
+        """Async schedule: a chunk of updates, then a new version. The result is the published object
+        (``version``, ``params``) with the chunk's ``metrics``, so it is stored once and passed by reference."""
+        metrics = self.train(num_updates, batch_size)
+        return {**self.publish(), "metrics": metrics}
+
+    def publish(self) -> dict:
+        """Publish the current params: the one object every worker receives by reference."""
+        version, params = self.learner.publish()
+        return {"version": version, "params": params}
+
+    def params(self) -> dict:
+        version, params = self.learner.params()
+        return {"version": version, "params": params}
+
+    def target_params(self) -> dict:
+        """The target network (reanalyze's parameters), tagged with the published version it came with."""
+        return {"version": self.learner.version, "params": self.learner.target_params(), "target": True}
+
+    def stats(self) -> dict:
+        out = self.learner.replay.stats()
+        out["learner/busy_s"] = self.busy_s
+        return out
+
+    def updates(self) -> int:
+        return self.learner.updates
+
+    def checksum(self) -> float:
+        """Sum of |params| (identical runs give identical sums)."""
+        import jax
+
+        return float(sum(np.abs(np.asarray(x, np.float64)).sum() for x in jax.tree_util.tree_leaves(
+            jax.device_get(self.learner.state.params))))
+
+    # --- reanalyze ------------------------------------------------------------------
+
+    def reanalyze_batch(self, num_positions: int) -> dict:
+        stamp, trajectories, ids = self.learner.reanalyze_batch(num_positions)
+        return {"stamp": stamp, "trajectories": trajectories, "ids": ids}
+
+    def apply_reanalyzed(self, stamp: int, episodes) -> dict:
+        return self.learner.apply_reanalyzed(episodes, stamp)
+
+    # --- checkpoints ------------------------------------------------------------------
+
+    def save(self, step: int, parts: dict, meta: dict, with_replay: bool) -> str:
+        """Write one checkpoint: the learner's parts here, ``parts`` (name -> encoded bytes) from the workers."""
+        out = self.config.output
+        pending = PendingCheckpoint(self.run_dir / "checkpoints", step)
+        try:
+            pending.write_part("learner", self.learner.state_dict())
+            if with_replay:
+                pending.write_part("replay", self.learner.replay.state_dict())
+                pending.write_part("books", self.learner.books_state_dict())
+            for name, data in parts.items():
+                pending.write_encoded(name, data)
+        except BaseException:
+            pending.abort()
+            raise
+        return str(pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay"))
+
+    def restore(self, worker_parts: list[str]) -> dict:
+        """Load the newest good checkpoint; return its metadata, path and the workers' parts (encoded)."""
+        import logging
+
+        directory = self.run_dir / "checkpoints"
+        parts, meta, path = load_latest(directory, {"learner": self.learner.template()}, parts=["learner"])
+        if "replay" in checkpoint_parts(path):
+            replay_path = path
+        else:
+            _, _, replay_path = load_latest(directory, parts=["replay"])
+            logging.getLogger("moozi").warning(
+                "replay restored from the older checkpoint %s (output.replay_every_checkpoints = %d): "
+                "this resume is not exact", replay_path, self.config.output.replay_every_checkpoints)
+        replay, _ = load_checkpoint(replay_path, parts=["replay"])
+        self.learner.load_state_dict(parts["learner"])
+        self.learner.replay.load_state_dict(replay["replay"])
+        if "books" in checkpoint_parts(replay_path):
+            self.learner.load_books_state_dict(load_checkpoint(replay_path, parts=["books"])[0]["books"])
+        held = set(checkpoint_parts(path))
+        encoded = {name: read_part_bytes(path, name) for name in worker_parts if name in held}
+        return {"meta": meta, "path": str(path), "parts": encoded}
+
+    def close(self) -> None:
+        pass
+
+
+def _published(params: dict):
+    if not isinstance(params, dict) or "version" not in params:
+        raise TypeError("expected the {'version', 'params'} object a learner publishes")
+    return int(params["version"]), params["params"]
+
+
+class ActingHost:
+    """A training worker (``role="train"``) or the testing worker (``role="test"``).
+
+    ``worker_id`` and ``incarnation`` pick its random streams; worker 0's first
+    incarnation uses the run's own streams (a one-worker run is the same run
+    whatever the backend).
+    """
+
+    def __init__(self, config: dict, role: str, worker_id: int = 0, incarnation: int = 0,
+                 expected_versions: dict | None = None):
+        check_versions(expected_versions)
+        import jax
+
+        from moozi.driver.parts import build_parts
+        from moozi.workers import make_actor
+
+        self.config = config_from_dict(config)
+        self.role = role
+        env, model = build_parts(self.config)
+        self.spec = env.spec
+        seed = self.config.schedule.seed
+        key = _root_keys(seed)[1 if role == "train" else 2]
+        actor_seed = seed
+        if (worker_id, incarnation) != (0, 0):
+            key = jax.random.fold_in(jax.random.fold_in(key, worker_id), incarnation)
+            actor_seed = worker_seed(seed, 1 if role == "train" else 2, worker_id, incarnation)
+        try:
+            self.actor = make_actor(self.config, env, model, role, key, seed=actor_seed)
+        finally:
+            env.close()
+        self.busy_s = 0.0
+
+    def _set_params(self, published: dict) -> None:
+        version, params = _published(published)
+        if self.actor.params is None or version != self.actor.version:  # to the device only on a new version
+            self.actor.set_params(version, params)
+
+    def run(self, published: dict):
+        """One segment with ``published`` params: ``(episodes, metrics)`` (metrics carry the version played)."""
+        t = time.perf_counter()
+        self._set_params(published)
+        episodes, metrics = self.actor.run()
+        metrics["acting/version"] = self.actor.version
+        self.busy_s += time.perf_counter() - t
+        metrics["acting/busy_s"] = self.busy_s
+        return episodes, metrics
+
+    def test(self, published: dict, num_episodes: int) -> dict:
+        """Play ``num_episodes`` greedy games; their return statistics."""
+        from moozi.workers import agent_return, play_games
+
+        self._set_params(published)
+        games = play_games(self.actor, num_episodes)
+        returns = np.array([agent_return(g.trajectory, g.agent_seat, self.spec.two_player) for g in games])
+        lengths = np.array([g.length for g in games])
+        return {
+            "test/return_mean": float(returns.mean()),
+            "test/return_std": float(returns.std()),
+            "test/return_min": float(returns.min()),
+            "test/return_max": float(returns.max()),
+            "test/episode_length": float(lengths.mean()),
+            "test/episodes": int(len(games)),
+        }
+
+    def state(self) -> bytes:
+        """The actor's checkpoint part, encoded (crosses the process boundary as bytes)."""
+        return encode_part(self.actor.state_dict())
+
+    def load_state(self, data: bytes) -> None:
+        self.actor.load_state_dict(decode_part(data, self.actor.template(), where=f"{self.role} part"))
+
+    def close(self) -> None:
+        self.actor.close()
+
+
+class ReanalyzeHost:
+    """A reanalyze worker: re-searches stored episodes with given (target) params, no exploration noise.
+
+    Histories are rebuilt by replaying each stored episode from its first step
+    with the stored actions forced (:class:`~moozi.envs.replay_env.ReplayEnvPool`),
+    so every position is searched exactly as an actor would have, and the
+    same jitted policy step produces the new v* and p*.
+    """
+
+    def __init__(self, config: dict, worker_id: int = 0, incarnation: int = 0,
+                 expected_versions: dict | None = None):
+        check_versions(expected_versions)
+        import jax
+
+        from moozi.driver.parts import build_parts
+        from moozi.envs.replay_env import ReplayEnvPool
+        from moozi.workers.policy import PolicyConfig
+        from moozi.workers.pool_actor import PoolActor
+
+        self.config = c = config_from_dict(config)
+        env, model = build_parts(c)
+        self.spec = env.spec
+        env.close()
+        quiet = dataclasses.replace(c.planner, dirichlet_fraction=0.0, gumbel_scale=0.0)
+        policy = PolicyConfig(spec=self.spec, planner=quiet, discount=c.targets.discount,
+                              history_length=c.targets.history_length, mode="forced", record_frames=False)
+        self.pool = ReplayEnvPool(self.spec, c.reanalyze.envs)
+        key = jax.random.fold_in(jax.random.key(worker_seed(c.schedule.seed, 3, worker_id)), incarnation)
+        self.actor = PoolActor(self.pool, model, policy, num_steps=16, rng=key)
+        self.busy_s = 0.0
+        self.positions = 0
+
+    def reanalyze(self, published: dict, batch: dict):
+        """Re-search the stored episodes of a :meth:`LearnerHost.reanalyze_batch`: ``(stamp, episodes, metrics)``."""
+        t = time.perf_counter()
+        version, params = _published(published)
+        if self.actor.params is None or version != self.actor.version:
+            self.actor.set_params(version, params)
+        ids = list(batch["ids"])
+        self.pool.add(batch["trajectories"], ids=ids)
+        wanted, done = set(ids), {}
+        while len(done) < len(wanted):
+            episodes, _ = self.actor.run()
+            for ep in episodes:
+                if ep.source_id in wanted:
+                    done[ep.source_id] = ep
+            if self.pool.exhausted and len(done) < len(wanted) and not episodes:
+                raise RuntimeError(f"reanalyze: {len(wanted) - len(done)} stored episodes never finished")
+        episodes = [done[i] for i in ids]
+        positions = sum(int(ep.trajectory.last) + 1 for ep in episodes)
+        self.positions += positions
+        dt = time.perf_counter() - t
+        self.busy_s += dt
+        return batch["stamp"], episodes, {"reanalyze/positions_per_s": positions / max(dt, 1e-9),
+                                          "reanalyze/busy_s": self.busy_s}
+
+    def close(self) -> None:
+        self.actor.close()
