@@ -63,6 +63,8 @@ class Backend(Protocol):
 
     def ready(self, handles) -> dict[str, dict]: ...
 
+    def info(self, handle) -> Any: ...
+
     def shutdown(self) -> None: ...
 
 
@@ -123,6 +125,9 @@ class LocalBackend:
 
     def ready(self, handles) -> dict:
         return {h.name: {"pid": __import__("os").getpid(), "node": "local"} for h in handles}
+
+    def info(self, handle: LocalHandle) -> LocalFuture:
+        return LocalFuture(self.ready([handle])[handle.name])
 
     def instance(self, handle: LocalHandle):
         """The component object itself (local backend only: tests and tools look inside)."""

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import ray
@@ -84,9 +85,11 @@ class RayBackend:
                      runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
         else:
             self._temp = self._temp_dir()
-            ray.init(num_cpus=config.num_cpus or 64, include_dashboard=False, _temp_dir=str(self._temp),
-                     object_store_memory=config.object_store_mb * 1024 * 1024, _node_ip_address="127.0.0.1",
-                     log_to_driver=True, configure_logging=False)
+            with warnings.catch_warnings():  # Ray forks+execs its daemons at once: JAX's fork warning does not apply
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ray.init(num_cpus=config.num_cpus or 64, include_dashboard=False, _temp_dir=str(self._temp),
+                         object_store_memory=config.object_store_mb * 1024 * 1024, _node_ip_address="127.0.0.1",
+                         log_to_driver=False, configure_logging=False)
             self._started = True
         atexit.register(self.shutdown)
 
@@ -158,6 +161,10 @@ class RayBackend:
             except ray.exceptions.RayActorError as e:
                 raise RuntimeError(f"{h.name} could not start: {_cause(e)}") from None
         return out
+
+    def info(self, handle: RayHandle):
+        """A future of the component's pid / node (ready once it is built)."""
+        return _Ref(handle.actor.info.remote(), handle.name)
 
     def call(self, handle: RayHandle, method: str, *args):
         # A future passed as an argument goes as the bare ObjectRef: Ray hands the callee its value

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,7 +73,9 @@ class Slot:
     restarts: int = 0
     busy_s: float = 0.0
     busy_mark: float = 0.0
-    extra: dict = field(default_factory=dict)
+    started_at: float = 0.0
+    respawn_at: float = 0.0
+    backoff_level: int = 0
 
 
 def _stats(prefix: str, values) -> dict[str, float]:
@@ -122,6 +124,7 @@ class Trainer:
         d = config.distributed
         self.slots: dict[str, Slot] = {}
         self.placement: dict[str, dict] = {}
+        self._placing: dict[str, Any] = {}
         try:
             slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(d.train_workers)]
             slots.append(Slot("tester", "test", 0))
@@ -169,28 +172,65 @@ class Trainer:
             slot.handle = self.backend.spawn(slot.name, ActingHost, self._config_dict, slot.kind, slot.worker_id,
                                              slot.incarnation, self._versions, resources=res)
         slot.busy_mark = slot.busy_s = 0.0
+        slot.started_at = time.monotonic()
         self.slots[slot.name] = slot
         if wait:
             self._placed([slot.handle])
 
     def _restart(self, slot: Slot, error: Exception) -> None:
-        """A worker died: start a new incarnation of its slot (bounded, with backoff)."""
+        """A worker died: its slot gets a new incarnation after a backoff (the driver does not wait for it).
+
+        Restarts are bounded per slot (``distributed.max_restarts``); the
+        backoff doubles from ``restart_backoff_s`` up to 30 s, and starts over
+        once an incarnation has lived a minute.
+        """
         d = self.config.distributed
         slot.restarts += 1
         self.counters["restarts"] += 1
         if slot.restarts > d.max_restarts:
             raise RuntimeError(f"{slot.name} died {slot.restarts} times (distributed.max_restarts = "
                                f"{d.max_restarts}); last: {error}") from error
-        wait = d.restart_backoff_s * 2 ** (slot.restarts - 1)
-        log.warning("%s died (%s); restarting it (restart %d of at most %d) in %.1f s",
-                    slot.name, error, slot.restarts, d.max_restarts, wait)
+        now = time.monotonic()
+        if now - slot.started_at > 60.0:
+            slot.backoff_level = 0
+        wait = min(d.restart_backoff_s * 2 ** slot.backoff_level, 30.0)
+        slot.backoff_level += 1
+        log.warning("%s died (%s); restarting it in %.1f s (restart %d of at most %d)",
+                    slot.name, error, wait, slot.restarts, d.max_restarts)
         try:
             self.backend.kill(slot.handle)
         except Exception:  # already gone
             pass
-        time.sleep(wait)
-        slot.incarnation += 1
-        self._spawn(slot)
+        slot.handle = None
+        slot.respawn_at = now + wait
+
+    def _revive(self, block: bool = False) -> None:
+        """Start new incarnations of dead slots whose backoff has passed (``block``: wait for the first)."""
+        dead = [sl for sl in self.slots.values() if sl.handle is None]
+        if not dead:
+            return
+        if block:
+            time.sleep(max(min(sl.respawn_at for sl in dead) - time.monotonic(), 0.0))
+        now = time.monotonic()
+        for sl in dead:
+            if now >= sl.respawn_at:
+                sl.incarnation += 1
+                self._spawn(sl, wait=False)
+                self._placing[sl.name] = self.backend.info(sl.handle)
+
+    def _update_placement(self) -> None:
+        """Record where restarted workers run, once they are up (never waits)."""
+        import json
+
+        for name, fut in list(self._placing.items()):
+            done, _ = self.backend.wait([fut], num_returns=1, timeout=0)
+            if done:
+                del self._placing[name]
+                try:
+                    self.placement[name] = self.backend.get(fut)
+                except WorkerDied:
+                    continue
+        (self.run_dir / "workers.json").write_text(json.dumps(self.placement, indent=1))
 
     def _recover_learner(self, error: Exception) -> None:
         """The learner died: a new one restored from the last checkpoint (or fresh, if none yet)."""
@@ -260,7 +300,8 @@ class Trainer:
     # --- checkpoints ------------------------------------------------------------------
 
     def _worker_states(self) -> dict[str, bytes]:
-        futures = {n: self.backend.call(s.handle, "state") for n, s in self.slots.items() if s.kind != "reanalyze"}
+        futures = {n: self.backend.call(s.handle, "state") for n, s in self.slots.items()
+                   if s.kind != "reanalyze" and s.handle is not None}
         parts = {}
         for name, fut in futures.items():
             try:
@@ -347,6 +388,8 @@ class Trainer:
         slot = self.slots["tester"]
         n = num_episodes or self.config.testing.episodes
         for _ in range(2):
+            if slot.handle is None:
+                self._revive(block=True)
             try:
                 self.last_test = self.backend.get(self.backend.call(slot.handle, "test", self.published, n))
                 return dict(self.last_test)
@@ -363,7 +406,8 @@ class Trainer:
     def _epoch_sync(self, row: dict) -> None:
         s = self.config.schedule
         t0 = time.perf_counter()
-        train_slots = [sl for sl in self.slots.values() if sl.kind == "train"]
+        self._revive(block=not any(sl.handle is not None for sl in self.slots.values() if sl.kind == "train"))
+        train_slots = [sl for sl in self.slots.values() if sl.kind == "train" and sl.handle is not None]
         futures = [(sl, self.backend.call(sl.handle, "run", self.published)) for sl in train_slots]
         for sl, fut in futures:  # in worker order, whatever finishes first: the same run on every backend
             try:
@@ -402,8 +446,8 @@ class Trainer:
             return
         per_call = self.config.reanalyze.positions_per_call
         target = self.backend.call(self.learner_handle, "target_params")
-        slots = [sl for sl in self.slots.values() if sl.kind == "reanalyze"]
-        while due > 0:
+        slots = [sl for sl in self.slots.values() if sl.kind == "reanalyze" and sl.handle is not None]
+        while due > 0 and slots:
             jobs = []
             for sl in slots:
                 if due <= 0:
@@ -418,6 +462,7 @@ class Trainer:
                     self._reanalyze_store(self.backend.get(fut), row)
                 except WorkerDied as e:
                     self._restart(sl, e)
+                    slots.remove(sl)
 
     # --- the async schedule -----------------------------------------------------------
 
@@ -471,8 +516,11 @@ class Trainer:
             if not stopping and should_stop():
                 stopping = True
             if not stopping:
+                self._revive()
                 for name in sorted(idle):
                     sl = self.slots[name]
+                    if sl.handle is None:
+                        continue
                     if sl.kind == "train" and self._can_act(st):
                         fut = self.backend.call(sl.handle, "run", self.published)
                         track(fut, "act", (sl, self.version))
@@ -491,6 +539,7 @@ class Trainer:
                                             s.batch_size), "learn", (None, self.version))
                 every = self.config.testing.every
                 if (every and self.counters["updates"] > 0 and self.counters["epochs"] >= test_due_epoch + every
+                        and self.slots["tester"].handle is not None
                         and not any(k == "test" for k, _ in inflight.values())):
                     test_due_epoch = self.counters["epochs"]
                     track(self.backend.call(self.slots["tester"].handle, "test", self.published,
@@ -498,6 +547,9 @@ class Trainer:
             if not inflight:
                 if stopping:
                     return
+                if any(sl.handle is None for sl in self.slots.values()):
+                    self._revive(block=True)  # everything else waits on a worker's restart
+                    continue
                 raise RuntimeError("async schedule stalled: nothing in flight and nothing allowed to start "
                                    f"(counters {self.counters}); please report this")
             t = time.perf_counter()
@@ -624,6 +676,8 @@ class Trainer:
                 out[f"workers/{name}/busy_fraction"] = max(sl.busy_s - prev, 0.0) / dt
                 self._report["busy"][name] = sl.busy_s
         out["workers/restarts"] = float(self.counters["restarts"])
+        if self._placing:
+            self._update_placement()
         try:
             out.update(self._learner("stats"))
         except Exception as e:  # a row without replay statistics is better than a lost run
