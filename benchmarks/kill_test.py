@@ -55,10 +55,18 @@ def _wait(cond, timeout: float, proc) -> bool:
 
 def _kill(run: Path, name: str, proc) -> int | None:
     """SIGKILL ``name``'s process; wait until a new incarnation has a pid. Returns the killed pid."""
-    pid = _pids(run).get(name)
-    if pid is None:
+    for _ in range(50):  # workers.json is rewritten with metrics rows: a just-restarted pid may lag behind
+        pid = _pids(run).get(name)
+        if pid is None:
+            return None
+        try:
+            os.kill(pid, signal.SIGKILL)
+            break
+        except ProcessLookupError:
+            time.sleep(0.5)
+    else:
+        print(f"kill_test: no live process for {name} (stale pid {pid})", file=sys.stderr)
         return None
-    os.kill(pid, signal.SIGKILL)
     if name != "learner":
         _wait(lambda: _pids(run).get(name) not in (None, pid), 120, proc)
     return pid

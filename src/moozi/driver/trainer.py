@@ -185,11 +185,16 @@ class Trainer:
         once an incarnation has lived a minute.
         """
         d = self.config.distributed
+        try:
+            self.backend.kill(slot.handle)
+        except Exception:  # already gone
+            pass
+        slot.handle = None
+        if slot.restarts >= d.max_restarts:
+            raise RuntimeError(f"{slot.name} died {slot.restarts + 1} times (distributed.max_restarts = "
+                               f"{d.max_restarts}); last: {error}") from error
         slot.restarts += 1
         self.counters["restarts"] += 1
-        if slot.restarts > d.max_restarts:
-            raise RuntimeError(f"{slot.name} died {slot.restarts} times (distributed.max_restarts = "
-                               f"{d.max_restarts}); last: {error}") from error
         now = time.monotonic()
         if now - slot.started_at > 60.0:
             slot.backoff_level = 0
@@ -197,11 +202,6 @@ class Trainer:
         slot.backoff_level += 1
         log.warning("%s died (%s); restarting it in %.1f s (restart %d of at most %d)",
                     slot.name, error, wait, slot.restarts, d.max_restarts)
-        try:
-            self.backend.kill(slot.handle)
-        except Exception:  # already gone
-            pass
-        slot.handle = None
         slot.respawn_at = now + wait
 
     def _revive(self, block: bool = False) -> None:
@@ -306,8 +306,8 @@ class Trainer:
         for name, fut in futures.items():
             try:
                 parts[name] = self.backend.get(fut)
-            except WorkerDied as e:  # its new incarnation starts fresh: nothing of it to save
-                self._restart(self.slots[name], e)
+            except WorkerDied:  # its new incarnation starts fresh: nothing of it to save (noticed at its next call)
+                pass
         return parts
 
     def save(self) -> Path:

@@ -1,0 +1,285 @@
+"""The driver over backends: local semantics, Ray equivalence, async rate limiting, reanalyze, faults."""
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from moozi.config import apply_overrides, config_from_dict, to_dict
+from moozi.driver import Trainer
+from moozi.driver.backend import LocalBackend, WorkerDied
+from moozi.observe.metrics import read_metrics
+from moozi.presets import load_preset
+from tests.test_train_smoke import TINY
+
+BASE = [o for o in TINY if not o.startswith(("schedule.max_env_steps", "env.kwargs"))] + [
+    "env.kwargs.max_episode_steps=8"]
+
+
+def _config(*extra):
+    return config_from_dict(apply_overrides(load_preset("cartpole"), BASE + list(extra)))
+
+
+# --- the local backend -------------------------------------------------------------------
+
+
+class _Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+    def boom(self):
+        raise ValueError("bad input")
+
+
+def test_local_backend_calls_in_order_and_reports_errors_and_deaths():
+    b = LocalBackend()
+    h = b.spawn("c", _Counter, 1)
+    f1 = b.call(h, "add", 2)
+    f2 = b.call(h, "add", f1)  # a future as an argument: the callee gets its value
+    ready, pending = b.wait([f1, f2])
+    assert ready == [f1, f2] and pending == []
+    assert b.get(f2) == 6
+    with pytest.raises(ValueError, match="bad input"):
+        b.get(b.call(h, "boom"))
+    b.kill(h)
+    with pytest.raises(WorkerDied, match="worker c died"):
+        b.get(b.call(h, "add", 1))
+
+
+def test_default_backend_never_imports_ray(tmp_path):
+    code = f"""
+import sys
+from moozi.cli import main
+rc = main(["train", "--preset", "cartpole", "--run-dir", {str(tmp_path / 'run')!r}, *{BASE!r},
+           "schedule.max_env_steps=32"])
+print("RAY_IMPORTED", "ray" in sys.modules, rc)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "RAY_IMPORTED False 0" in out.stdout, out.stderr[-2000:]
+
+
+# --- sync schedule with several workers, restarts ----------------------------------------
+
+
+class _FlakyBackend(LocalBackend):
+    """Kills a worker on its Nth ``run`` call (a process death, as the Ray backend reports it)."""
+
+    def __init__(self, victim, on_call):
+        self.victim, self.on_call, self.calls = victim, on_call, 0
+
+    def call(self, handle, method, *args):
+        if handle.name == self.victim and method in ("run", "reanalyze"):
+            self.calls += 1
+            if self.calls == self.on_call:
+                self.kill(handle)
+        return super().call(handle, method, *args)
+
+
+def test_a_dead_worker_is_restarted_and_its_segment_lost(tmp_path):
+    cfg = _config("distributed.train_workers=2", "schedule.max_env_steps=96", "distributed.restart_backoff_s=0")
+    backend = _FlakyBackend("actor_1", on_call=2)
+    trainer = Trainer(cfg, tmp_path / "run", backend=backend)
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    assert counters["restarts"] == 1
+    assert trainer.slots["actor_1"].incarnation == 1
+    assert counters["env_steps"] >= 96 and counters["updates"] > 0
+    # every stored episode is whole: replay validates first == 0 and last == length - 1 on insert
+    rows = read_metrics(tmp_path / "run")
+    assert rows[-1]["workers/restarts"] == 1
+
+
+def test_restarts_are_bounded(tmp_path):
+    cfg = _config("schedule.max_env_steps=96", "distributed.max_restarts=0", "distributed.restart_backoff_s=0")
+    trainer = Trainer(cfg, tmp_path / "run", backend=_FlakyBackend("actor", on_call=1))
+    try:
+        with pytest.raises(RuntimeError, match=r"actor died 1 times \(distributed.max_restarts = 0\)"):
+            trainer.run()
+    finally:
+        trainer.close()
+
+
+# --- async schedule: rate limiter and policy lag -----------------------------------------
+
+
+def test_async_keeps_the_ratio_and_the_policy_lag(tmp_path):
+    cfg = _config("schedule.kind=async", "schedule.max_env_steps=480", "schedule.updates_per_call=2",
+                  "schedule.max_policy_lag=2", "distributed.train_workers=2", "output.log_every_epochs=1")
+    trainer = Trainer(cfg, tmp_path / "run")
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    s = cfg.schedule
+    trained = counters["env_steps"] - counters["ready_env_steps"]
+    slack = s.updates_per_call * s.batch_size + 2 * cfg.acting.steps_per_epoch * cfg.env.num_envs * s.samples_per_env_step
+    assert abs(counters["updates"] * s.batch_size - s.samples_per_env_step * trained) <= slack
+    rows = read_metrics(tmp_path / "run")
+    lags = [r["lag/segment_max"] for r in rows if "lag/segment_max" in r]
+    assert lags and max(lags) <= s.max_policy_lag
+    assert any("ratio/error" in r for r in rows) and any("lag/sampled_p95" in r for r in rows)
+
+
+# --- reanalyze ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reanalyze_parts(tmp_path_factory):
+    from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
+
+    cfg = to_dict(_config("targets.history_length=2", "planner.gumbel_scale=0.0", "acting.steps_per_epoch=20",
+                          "reanalyze.envs=3", "replay.capacity=200"))
+    learner = LearnerHost(cfg, str(tmp_path_factory.mktemp("ra")))
+    actor = ActingHost(cfg, "train")
+    pub = learner.params()
+    for _ in range(2):
+        learner.train(2, 8) if learner.ready(1) else None
+        pub = learner.publish()
+        episodes, _ = actor.run(pub)
+        learner.add_episodes(episodes)
+    return learner, actor, ReanalyzeHost(cfg), pub
+
+
+def test_reanalyze_with_the_same_params_reproduces_the_stored_search(reanalyze_parts):
+    learner, _, reanalyzer, pub = reanalyze_parts
+    replay = learner.learner.replay
+    # the episodes played with the newest params (the earlier ones were played with older ones)
+    tids = [int(t) for t in replay.trajectory_ids() if learner.learner._traj_version[int(t)] == pub["version"]]
+    assert tids
+    batch = {"stamp": 0, "ids": tids, "trajectories": [replay.get_trajectory(t) for t in tids]}
+    _, episodes, metrics = reanalyzer.reanalyze(pub, batch)
+    assert [e.source_id for e in episodes] == tids and metrics["reanalyze/positions_per_s"] > 0
+    for ep, old in zip(episodes, batch["trajectories"]):
+        acted = slice(0, int(old.last))  # the last step's value is a bootstrap, not a search
+        np.testing.assert_allclose(ep.trajectory.root_values[acted], old.root_values[acted], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=1e-4)
+
+
+def test_reanalyze_with_new_params_changes_the_search_and_skips_stale_writes(reanalyze_parts):
+    learner, actor, reanalyzer, _ = reanalyze_parts
+    learner.train(4, 8)
+    learner.publish()
+    target = learner.target_params()
+    old_batch = learner.reanalyze_batch(30)
+    new_batch = learner.reanalyze_batch(10 ** 6)  # hands out every episode again: old_batch is now stale
+    stamp, episodes, _ = reanalyzer.reanalyze(target, old_batch)
+    stale = learner.apply_reanalyzed(stamp, episodes)
+    assert stale["reanalyze/skipped"] == len(episodes) and stale["reanalyze/trajectories"] == 0
+    new_pub = learner.publish()
+    stamp, episodes, _ = reanalyzer.reanalyze(new_pub, new_batch)
+    before = {e.source_id: learner.learner.replay.get_trajectory(e.source_id).root_values.copy() for e in episodes}
+    # evict the oldest stored episodes before the write-back
+    replay = learner.learner.replay
+    while replay.has_trajectory(episodes[0].source_id):
+        more, _ = actor.run(new_pub)
+        learner.add_episodes(more)
+    evicted = [e.source_id for e in episodes if not learner.learner.replay.has_trajectory(e.source_id)]
+    assert 0 < len(evicted) < len(episodes), "the test needs some, not all, handed-out episodes evicted"
+    out = learner.apply_reanalyzed(stamp, episodes)
+    assert out["reanalyze/skipped"] == len(evicted)
+    assert out["reanalyze/trajectories"] == len(episodes) - len(evicted)
+    assert out["reanalyze/abs_dv"] > 0 and out["reanalyze/kl"] > 0
+    for e in episodes:
+        if e.source_id not in evicted:
+            now = learner.learner.replay.get_trajectory(e.source_id).root_values
+            np.testing.assert_array_equal(now, e.trajectory.root_values)
+            assert not np.array_equal(now[:-1], before[e.source_id][:-1])
+
+
+def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path):
+    cfg = _config("schedule.max_env_steps=160", "reanalyze.fraction=0.5", "reanalyze.positions_per_call=32",
+                  "reanalyze.envs=2", "output.log_every_epochs=1")
+    trainer = Trainer(cfg, tmp_path / "run")
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    acted_since_training = counters["env_steps"]
+    assert counters["reanalyzed_positions"] > 0
+    assert counters["reanalyzed_positions"] <= acted_since_training + cfg.reanalyze.positions_per_call
+    rows = read_metrics(tmp_path / "run")
+    assert any("reanalyze/positions_per_s" in r and "reanalyze/kl" in r for r in rows)
+
+
+def test_reanalyze_is_refused_for_two_player_games(tmp_path):
+    from moozi.config import ConfigError
+
+    cfg = config_from_dict(apply_overrides(load_preset("tictactoe"), TINY + ["reanalyze.fraction=0.5"]))
+    with pytest.raises(ConfigError, match="not supported for two-player games"):
+        Trainer(cfg, tmp_path / "run")
+
+
+# --- Ray ---------------------------------------------------------------------------------
+
+
+def _ray():
+    return pytest.importorskip("ray", reason="the [ray] extra is not installed")
+
+
+@pytest.mark.slow
+def test_ray_sync_one_worker_equals_local(tmp_path):
+    _ray()
+    out = {}
+    for backend in ("local", "ray"):
+        trainer = Trainer(_config("schedule.max_env_steps=48", f"distributed.backend={backend}"), tmp_path / backend)
+        try:
+            counters = trainer.run()
+            out[backend] = ({k: counters[k] for k in ("env_steps", "updates", "epochs", "episodes")},
+                            trainer.checksum())
+        finally:
+            trainer.close()
+    assert out["local"][0]["epochs"] == 3 and out["local"][0]["updates"] > 0
+    assert out["ray"] == out["local"]
+    placement = json.loads((tmp_path / "ray" / "workers.json").read_text())
+    assert set(placement) == {"learner", "actor", "tester"}
+    assert len({p["pid"] for p in placement.values()}) == 3
+
+
+@pytest.mark.slow
+def test_ray_placement_failure_is_quick_and_names_what_is_missing(tmp_path):
+    _ray()
+    cfg = _config("distributed.backend=ray", "distributed.num_cpus=1", "distributed.cpus_per_worker=2",
+                  "distributed.placement_timeout_s=2")
+    t = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"cannot place this run within 2 s: 5 CPUs requested, the cluster has 1"):
+        Trainer(cfg, tmp_path / "run")
+    assert time.monotonic() - t < 30
+    import ray
+
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow
+def test_ray_multi_node_cluster_async_with_reanalyze(tmp_path):
+    _ray()
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    cluster.add_node(num_cpus=3)
+    try:
+        cluster.wait_for_nodes()
+        cfg = _config("distributed.backend=ray", f"distributed.address={cluster.address}",
+                      "distributed.train_workers=2", "schedule.kind=async", "schedule.max_env_steps=320",
+                      "reanalyze.fraction=0.5", "reanalyze.positions_per_call=32", "reanalyze.envs=2",
+                      "output.log_every_epochs=1")
+        trainer = Trainer(cfg, tmp_path / "run")
+        try:
+            counters = trainer.run()
+        finally:
+            trainer.close()
+        assert counters["env_steps"] >= 320 and counters["updates"] > 0
+        placement = json.loads((tmp_path / "run" / "workers.json").read_text())
+        assert len({p["node"] for p in placement.values()}) == 2, placement
+        rows = read_metrics(tmp_path / "run")
+        assert any("ratio/achieved" in r for r in rows)
+    finally:
+        cluster.shutdown()
