@@ -102,5 +102,7 @@ def test_replayed_episodes_flow_back_by_source_id(model):
     stored = learner.replay.get_trajectory(2)
     fresh = stored.replace(root_values=stored.root_values + 1.0)
     gone = Episode(fresh, version=1, env_index=0, source_id=99)  # never stored: skipped
-    assert learner.apply_reanalyzed([Episode(fresh, version=1, env_index=0, source_id=2), gone]) == 1
+    out = learner.apply_reanalyzed([Episode(fresh, version=1, env_index=0, source_id=2), gone])
+    assert out["reanalyze/trajectories"] == 1 and out["reanalyze/skipped"] == 1
+    assert out["reanalyze/abs_dv"] == pytest.approx(1.0)
     np.testing.assert_allclose(learner.replay.get_trajectory(2).root_values, stored.root_values + 1.0)

@@ -126,6 +126,11 @@ class LocalBackend:
     def ready(self, handles) -> dict:
         return {h.name: {"pid": __import__("os").getpid(), "node": "local"} for h in handles}
 
+    def stats(self, pids: dict[str, int]) -> dict[str, float]:
+        from moozi.observe.memory import rss_mb
+
+        return {"mem/components_rss_mb": rss_mb()}
+
     def info(self, handle: LocalHandle) -> LocalFuture:
         return LocalFuture(self.ready([handle])[handle.name])
 

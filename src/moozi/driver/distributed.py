@@ -45,7 +45,7 @@ class _Host:
     def info(self) -> dict:
         import socket
 
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname()}
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname()}
 
 
 class RayHandle:
@@ -187,6 +187,17 @@ class RayBackend:
             except ray.exceptions.RayTaskError as e:
                 raise e.as_instanceof_cause() from None
         return ray.get(future)
+
+    def stats(self, pids: dict[str, int]) -> dict[str, float]:
+        """Memory of this machine's part of the run: the components' and Ray's daemons' resident memory, and
+        the object store's resident pages (the raylet's shared memory), in MB."""
+        from moozi.observe.memory import pids_with, rss_mb, shared_mb
+
+        daemons = pids_with(str(self._temp)) if self._temp is not None else []
+        store = max((shared_mb(p) for p in daemons), default=0.0)
+        return {"mem/components_rss_mb": sum(rss_mb(p) for p in pids.values()) + rss_mb(),
+                "mem/ray_daemons_rss_mb": sum(rss_mb(p) for p in daemons),
+                "mem/object_store_resident_mb": store}
 
     def put(self, value):
         return _Ref(ray.put(value), "driver")

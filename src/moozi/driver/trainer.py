@@ -496,15 +496,13 @@ class Trainer:
     def _run_async(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
         s = self.config.schedule
         st = self._async_state()
-        inflight: dict = {}  # future -> (kind, info)
-        st["inflight"] = {}
+        inflight: dict = {}  # future -> (kind, (slot or None, version or positions))
+        st["inflight"] = inflight
 
         def track(fut, kind, info):
             inflight[fut] = (kind, info)
-            st["inflight"][id(fut)] = (kind, info)
 
         def untrack(fut):
-            del st["inflight"][id(fut)]
             return inflight.pop(fut)
 
         idle = {n for n, sl in self.slots.items() if sl.kind in ("train", "reanalyze")}
@@ -678,6 +676,12 @@ class Trainer:
         out["workers/restarts"] = float(self.counters["restarts"])
         if self._placing:
             self._update_placement()
+        import socket
+
+        here = socket.gethostname()
+        local = {n: int(p["pid"]) for n, p in self.placement.items()
+                 if p.get("hostname", here) == here and n != "driver" and not isinstance(self.backend, LocalBackend)}
+        out.update(self.backend.stats(local))
         try:
             out.update(self._learner("stats"))
         except Exception as e:  # a row without replay statistics is better than a lost run

@@ -1,0 +1,168 @@
+"""Distributed benchmarks: backends and schedules compared in one run, on this machine.
+
+    python benchmarks/distributed.py throughput --preset breakout --minutes 4 --warmup 90
+        local sync, Ray sync and Ray async runs of the same preset and seed, one after the
+        other (`moozi train` subprocesses); env steps/s and updates/s after warm-up, the
+        achieved replay ratio, and the ratios Ray sync / local and async / sync.
+    python benchmarks/distributed.py acting --preset breakout --seconds 60
+        acting only (no learner): W=1 versus W=2 Ray training workers, one CPU each.
+    python benchmarks/distributed.py startup
+        a CartPole Ray run: seconds from the command to the first update, and Ray
+        processes left after it exits.
+
+Every mode prints JSON lines; ``--markdown`` adds a table for docs/results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from moozi.observe.metrics import read_metrics
+
+
+def _train(preset: str, run: Path, minutes: float, overrides: list[str]) -> tuple[float, int]:
+    t0 = time.time()
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", preset, "--run-dir", str(run),
+           "--minutes", str(minutes), *overrides]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+    return t0, out.returncode
+
+
+def _rates(run: Path, t0: float, warmup: float) -> dict:
+    rows = [r for r in read_metrics(run) if "perf/env_steps_per_s" in r]
+    first = next((r for r in rows if r["wall_time"] - t0 >= warmup), rows[0])
+    last = rows[-1]
+    dt = max(last["wall_time"] - first["wall_time"], 1e-9)
+    ratio = [r["ratio/achieved"] for r in rows if "ratio/achieved" in r]
+    errors = [abs(r["ratio/error"]) for r in rows if "ratio/error" in r and r["wall_time"] - t0 >= warmup]
+    tests = [r["test/return_mean"] for r in rows if "test/return_mean" in r]
+    return {"env_steps_per_s": (last["env_steps"] - first["env_steps"]) / dt,
+            "updates_per_s": (last["updates"] - first["updates"]) / dt,
+            "measured_s": dt, "env_steps": last["env_steps"], "updates": last["updates"],
+            "ratio_achieved": ratio[-1] if ratio else None,
+            "ratio_abs_error_max_after_warmup": max(errors) if errors else None,
+            "last_test": tests[-1] if tests else None,
+            "object_store_resident_mb_max": max((r.get("mem/object_store_resident_mb", 0.0) for r in rows), default=0.0)}
+
+
+def throughput(args) -> list[dict]:
+    base = Path(tempfile.mkdtemp(prefix="moozi-dist-"))
+    common = [f"schedule.seed={args.seed}", "output.log_every_epochs=5", *args.overrides]
+    ray_res = [f"distributed.learner_cpus={args.learner_cpus}", f"distributed.cpus_per_worker={args.worker_cpus}"]
+    variants = [("local-sync", ["distributed.backend=local", "schedule.kind=sync"]),
+                ("ray-sync", ["distributed.backend=ray", "schedule.kind=sync", *ray_res]),
+                ("ray-async", ["distributed.backend=ray", "schedule.kind=async", *ray_res, *args.async_overrides])]
+    out = []
+    for name, extra in variants:
+        if args.only and name not in args.only:
+            continue
+        run = base / name
+        t0, _ = _train(args.preset, run, args.minutes, common + extra)
+        r = {"mode": "throughput", "variant": name, "preset": args.preset, **_rates(run, t0, args.warmup),
+             "run_dir": str(run)}
+        print(json.dumps(r), flush=True)
+        out.append(r)
+    by = {r["variant"]: r for r in out}
+    if "local-sync" in by and "ray-sync" in by:
+        summary = {"mode": "ratios",
+                   "ray_sync_over_local_env_steps": by["ray-sync"]["env_steps_per_s"] / by["local-sync"]["env_steps_per_s"],
+                   "ray_sync_over_local_updates": by["ray-sync"]["updates_per_s"] / by["local-sync"]["updates_per_s"]}
+        if "ray-async" in by:
+            summary["async_over_sync_env_steps"] = by["ray-async"]["env_steps_per_s"] / by["ray-sync"]["env_steps_per_s"]
+        print(json.dumps(summary), flush=True)
+        out.append(summary)
+    return out
+
+
+def acting(args) -> list[dict]:
+    """W Ray training workers acting in parallel (no learner, fixed initial params)."""
+    from moozi.config import apply_overrides, config_from_dict, to_dict
+    from moozi.driver.backend import Resources
+    from moozi.driver.distributed import RayBackend
+    from moozi.driver.hosts import ActingHost, LearnerHost
+    from moozi.presets import load_preset
+
+    config = config_from_dict(apply_overrides(load_preset(args.preset), list(args.overrides)))
+    data = to_dict(config)
+    out = []
+    for workers in (1, 2):
+        run = Path(tempfile.mkdtemp(prefix="moozi-act-"))
+        backend = RayBackend(config.distributed, run)
+        try:
+            names = [f"actor_{w}" for w in range(workers)]
+            backend.reserve({"learner": Resources(1.0), **{n: Resources(1.0) for n in names}})
+            learner = backend.spawn("learner", LearnerHost, data, str(run), None, resources=Resources(1.0))
+            actors = [backend.spawn(n, ActingHost, data, "train", w, 0, None, resources=Resources(1.0))
+                      for w, n in enumerate(names)]
+            backend.ready([learner, *actors])
+            params = backend.call(learner, "params")
+            for a in actors:  # compile
+                backend.get(backend.call(a, "run", params))
+            steps, t = 0, time.perf_counter()
+            inflight = {backend.call(a, "run", params): a for a in actors}
+            while time.perf_counter() - t < args.seconds:
+                done, _ = backend.wait(list(inflight), num_returns=1)
+                for fut in done:
+                    a = inflight.pop(fut)
+                    steps += backend.get(fut)[1]["acting/env_steps"]
+                    inflight[backend.call(a, "run", params)] = a
+            dt = time.perf_counter() - t
+            for fut in list(inflight):
+                backend.get(fut)
+            r = {"mode": "acting", "preset": args.preset, "workers": workers, "env_steps_per_s": steps / dt}
+            print(json.dumps(r), flush=True)
+            out.append(r)
+        finally:
+            backend.shutdown()
+    summary = {"mode": "acting_ratio", "w2_over_w1": out[1]["env_steps_per_s"] / out[0]["env_steps_per_s"]}
+    print(json.dumps(summary), flush=True)
+    return out + [summary]
+
+
+def startup(args) -> list[dict]:
+    run = Path(tempfile.mkdtemp(prefix="moozi-start-")) / "run"
+    t0, _ = _train("cartpole", run, 0.5, ["--backend", "ray", "output.log_every_epochs=1",
+                                          "schedule.min_replay_steps=256"])
+    rows = read_metrics(run)
+    first = next(r for r in rows if r.get("updates", 0) > 0)
+    time.sleep(1.0)
+    left = subprocess.run(["pgrep", "-f", str(run)], capture_output=True, text=True).stdout.split()
+    r = {"mode": "startup", "seconds_to_first_update": first["wall_time"] - t0, "ray_processes_left": len(left)}
+    print(json.dumps(r), flush=True)
+    return [r]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["throughput", "acting", "startup"])
+    p.add_argument("--preset", default="breakout")
+    p.add_argument("--minutes", type=float, default=4.0)
+    p.add_argument("--warmup", type=float, default=90.0, help="seconds of each run left out (start-up, compiles)")
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--learner-cpus", type=float, default=1.0)
+    p.add_argument("--worker-cpus", type=float, default=1.0)
+    p.add_argument("--only", nargs="*", default=None)
+    p.add_argument("--override", dest="overrides", action="append", default=[])
+    p.add_argument("--async-override", dest="async_overrides", action="append", default=[])
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")
+    args = p.parse_args()
+    results = {"throughput": throughput, "acting": acting, "startup": startup}[args.mode](args)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

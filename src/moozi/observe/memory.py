@@ -1,0 +1,42 @@
+"""Resident memory of this machine's processes, read from /proc (Linux; zeros elsewhere)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _status(pid: int) -> dict[str, float]:
+    """``VmRSS`` / ``RssShmem`` etc. of ``/proc/PID/status`` in MB (empty if the process is gone)."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if rest.strip().endswith("kB"):
+                out[key] = float(rest.split()[0]) / 1024.0
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident memory of one process (default: this one), in MB."""
+    return _status(os.getpid() if pid is None else pid).get("VmRSS", 0.0)
+
+
+def shared_mb(pid: int) -> float:
+    """Resident shared memory of one process in MB (for Ray's raylet: the object store pages in use)."""
+    return _status(pid).get("RssShmem", 0.0)
+
+
+def pids_with(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (e.g. a Ray session folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
