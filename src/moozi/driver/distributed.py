@@ -3,7 +3,8 @@
 Each component (:mod:`moozi.driver.hosts`) becomes one Ray actor in one
 placement group reserved up front (a request the cluster cannot satisfy
 fails within ``distributed.placement_timeout_s`` naming what is missing).
-A worker's XLA threads are limited to the CPUs it reserved. Ray's own actor
+A worker's XLA threads are limited to the CPUs it reserved (by its CPU affinity,
+which XLA sizes its thread pool from). Ray's own actor
 restarts are off: the driver restarts a dead worker itself, with a new
 incarnation (new random streams), see :mod:`moozi.driver.trainer`.
 
@@ -33,10 +34,29 @@ log = logging.getLogger("moozi")
 _MAX_TEMP_DIR = 40
 
 
+def _pin(index: int, cpus: float) -> None:
+    """Keep this process (and so XLA's thread pool, sized from the affinity mask) on ``cpus`` cores.
+
+    XLA:CPU ignores thread-count flags in current JAX; its pool follows the
+    affinity mask. Cores are chosen round-robin by the component's bundle index,
+    so components on one node spread over its cores.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    want = max(int(cpus), 1)
+    if want >= len(cores):
+        return
+    start = index * want
+    os.sched_setaffinity(0, {cores[(start + i) % len(cores)] for i in range(want)})
+
+
 class _Host:
     """A component inside a Ray actor."""
 
-    def __init__(self, factory, *args):
+    def __init__(self, pin, factory, *args):
+        if pin is not None:
+            _pin(*pin)  # before the component imports JAX and XLA sizes its thread pool
         self.obj = factory(*args)
 
     def call(self, method: str, *args):
@@ -56,11 +76,9 @@ class RayHandle:
 
 
 def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
-    """Environment variables that keep a worker's XLA (and BLAS) threads within its CPUs."""
+    """Environment variables that keep a worker's BLAS threads within its CPUs (XLA's: :func:`_pin`)."""
     n = max(int(cpus), 1)
     env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}
-    if n == 1:
-        env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     if gpus == 0:
         env["JAX_PLATFORMS"] = "cpu"
     return env
@@ -148,7 +166,8 @@ class RayBackend:
         if self._pg is not None and name in self._bundles:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=self._bundles[name])
-        actor = ray.remote(_Host).options(**options).remote(factory, *args)
+        pin = (self._bundles.get(name, len(self._bundles)), resources.cpus)
+        actor = ray.remote(_Host).options(**options).remote(pin, factory, *args)
         return RayHandle(name, actor, resources)
 
     def ready(self, handles) -> dict[str, dict]:
