@@ -36,8 +36,28 @@ def _train(preset: str, run: Path, minutes: float, overrides: list[str]) -> tupl
     return t0, out.returncode
 
 
+def _window_errors(rows: list[dict], run: Path, t0: float, warmup: float, window: float = 60.0) -> list[float]:
+    """|achieved / configured - 1| of the replay ratio over every 60 s window (row to row) after warm-up."""
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())["schedule"]
+    batch, ratio = cfg["batch_size"], cfg["samples_per_env_step"]
+    rows = [r for r in rows if r["wall_time"] - t0 >= warmup and r.get("updates", 0) > 0]
+    errors = []
+    for i, a in enumerate(rows):
+        b = next((r for r in rows[i:] if r["wall_time"] - a["wall_time"] >= window), None)
+        if b is None:
+            break
+        steps = b["env_steps"] - a["env_steps"]
+        if steps > 0:
+            errors.append(abs((b["updates"] - a["updates"]) * batch / steps / ratio - 1.0))
+    return errors
+
+
 def _rates(run: Path, t0: float, warmup: float) -> dict:
     rows = [r for r in read_metrics(run) if "perf/env_steps_per_s" in r]
+    windows = _window_errors(rows, run, t0, warmup)
+    lag = [r["lag/segment_max"] for r in rows if "lag/segment_max" in r]
     first = next((r for r in rows if r["wall_time"] - t0 >= warmup), rows[0])
     last = rows[-1]
     dt = max(last["wall_time"] - first["wall_time"], 1e-9)
@@ -50,6 +70,9 @@ def _rates(run: Path, t0: float, warmup: float) -> dict:
             "ratio_achieved": ratio[-1] if ratio else None,
             "ratio_abs_error_max_after_warmup": max(errors) if errors else None,
             "last_test": tests[-1] if tests else None,
+            "ratio_window60_abs_error_max": max(windows) if windows else None,
+            "ratio_windows": len(windows),
+            "segment_lag_max": max(lag) if lag else None,
             "object_store_resident_mb_max": max((r.get("mem/object_store_resident_mb", 0.0) for r in rows), default=0.0)}
 
 
@@ -59,7 +82,13 @@ def throughput(args) -> list[dict]:
     ray_res = [f"distributed.learner_cpus={args.learner_cpus}", f"distributed.cpus_per_worker={args.worker_cpus}"]
     variants = [("local-sync", ["distributed.backend=local", "schedule.kind=sync"]),
                 ("ray-sync", ["distributed.backend=ray", "schedule.kind=sync", *ray_res]),
-                ("ray-async", ["distributed.backend=ray", "schedule.kind=async", *ray_res, *args.async_overrides])]
+                ("ray-async", ["distributed.backend=ray", "schedule.kind=async", *ray_res, *args.async_overrides]),
+                ("ray-async-slow-learner", ["distributed.backend=ray", "schedule.kind=async", *ray_res,
+                                            *args.async_overrides, "distributed.slowdown_learner=3"]),
+                ("ray-async-slow-workers", ["distributed.backend=ray", "schedule.kind=async", *ray_res,
+                                            *args.async_overrides, "distributed.slowdown_workers=3"])]
+    if not args.only:
+        variants = variants[:3]
     out = []
     for name, extra in variants:
         if args.only and name not in args.only:
@@ -150,7 +179,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--learner-cpus", type=float, default=1.0)
     p.add_argument("--worker-cpus", type=float, default=1.0)
-    p.add_argument("--only", nargs="*", default=None)
+    p.add_argument("--only", nargs="*", default=None,
+                   help="variants to run: local-sync ray-sync ray-async ray-async-slow-learner ray-async-slow-workers "
+                        "(default: the first three)")
     p.add_argument("--override", dest="overrides", action="append", default=[])
     p.add_argument("--async-override", dest="async_overrides", action="append", default=[])
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")

@@ -283,3 +283,11 @@ def test_ray_multi_node_cluster_async_with_reanalyze(tmp_path):
         assert any("ratio/achieved" in r for r in rows)
     finally:
         cluster.shutdown()
+
+
+def test_a_component_refuses_a_driver_with_other_versions():
+    from moozi.driver.hosts import check_versions, versions
+
+    check_versions(versions())  # the same versions: fine
+    with pytest.raises(RuntimeError, match=r"version mismatch on node .*: moozi .* here but 0\.0\.0 on the driver"):
+        check_versions({**versions(), "moozi": "0.0.0"})

@@ -420,7 +420,7 @@ class ScheduleConfig:
       make an acting segment in flight staler than this.
     ratio_slack: async: how many samples the learner may run ahead of (or
       behind) ``samples_per_env_step`` x inserted steps before the faster side
-      waits (None: one learner call plus one round of segments).
+      waits (None: one learner call plus one segment's worth).
     """
 
     kind: Literal["sync", "async"] = "sync"
@@ -430,7 +430,7 @@ class ScheduleConfig:
     sync_every: int = 1
     max_env_steps: int | None = None
     seed: int = 0
-    updates_per_call: int = 8
+    updates_per_call: int = 4
     max_policy_lag: int = 4
     ratio_slack: int | None = None
 
@@ -467,6 +467,9 @@ class DistributedConfig:
     object_store_mb: ray only: object store size when moozi starts Ray.
     placement_timeout_s: ray only: how long to wait for the resources before failing.
     num_cpus: ray only: CPUs of the private cluster (None: what the workers need).
+    slowdown_learner / slowdown_workers: make every training call of the
+      learner, or every segment of a training worker, take this many times as
+      long (by waiting afterwards): for testing the async rate limiter; 1 = off.
     """
 
     backend: Literal["local", "ray"] = "local"
@@ -481,6 +484,8 @@ class DistributedConfig:
     object_store_mb: int = 256
     placement_timeout_s: float = 30.0
     num_cpus: int | None = None
+    slowdown_learner: float = 1.0
+    slowdown_workers: float = 1.0
 
     def __post_init__(self):
         o = "distributed"
@@ -499,6 +504,8 @@ class DistributedConfig:
         _number_in(o, "placement_timeout_s", self.placement_timeout_s, 0.0, 3600.0, lo_open=True)
         if self.num_cpus is not None:
             _positive_int(o, "num_cpus", self.num_cpus)
+        _number_in(o, "slowdown_learner", self.slowdown_learner, 1.0, 100.0)
+        _number_in(o, "slowdown_workers", self.slowdown_workers, 1.0, 100.0)
 
 
 @dataclass(frozen=True)

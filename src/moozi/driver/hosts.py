@@ -57,6 +57,12 @@ def check_versions(expected: dict | None) -> None:
                            + ". Install the same versions on every node of the cluster.")
 
 
+def _slow_down(since: float, factor: float) -> None:
+    """Testing knob: make the work since ``since`` take ``factor`` times as long."""
+    if factor > 1.0:
+        time.sleep((factor - 1.0) * (time.perf_counter() - since))
+
+
 def _root_keys(seed: int):
     import jax
 
@@ -95,6 +101,7 @@ class LearnerHost:
     def train(self, num_updates: int, batch_size: int) -> dict:
         t = time.perf_counter()
         out = self.learner.train(num_updates, batch_size)
+        _slow_down(t, self.config.distributed.slowdown_learner)
         self.busy_s += time.perf_counter() - t
         return out
 
@@ -233,6 +240,8 @@ class ActingHost:
         t = time.perf_counter()
         self._set_params(published)
         episodes, metrics = self.actor.run()
+        if self.role == "train":
+            _slow_down(t, self.config.distributed.slowdown_workers)
         metrics["acting/version"] = self.actor.version
         self.busy_s += time.perf_counter() - t
         metrics["acting/busy_s"] = self.busy_s

@@ -260,6 +260,14 @@ class Trainer:
             self._recover_learner(e)
             return self.backend.get(self.backend.call(self.learner_handle, method, *args))
 
+    def _get_learner(self, future):
+        """The result of a learner call made earlier (None if the learner died meanwhile: it is restored)."""
+        try:
+            return self.backend.get(future)
+        except WorkerDied as e:
+            self._recover_learner(e)
+            return {"lag": []}
+
     def _learner_version(self) -> int:
         return int(self.backend.get(self.published)["version"])
 
@@ -398,8 +406,10 @@ class Trainer:
         return {}
 
     def _publish(self) -> None:
+        # The params stay in the object store until a worker needs them: the driver never fetches them,
+        # it only counts (the learner's version goes up by one per publish).
         self.published = self.backend.call(self.learner_handle, "publish")
-        self.version = self._learner_version()
+        self.version += 1
 
     # --- the sync schedule ------------------------------------------------------------
 
@@ -409,6 +419,7 @@ class Trainer:
         self._revive(block=not any(sl.handle is not None for sl in self.slots.values() if sl.kind == "train"))
         train_slots = [sl for sl in self.slots.values() if sl.kind == "train" and sl.handle is not None]
         futures = [(sl, self.backend.call(sl.handle, "run", self.published)) for sl in train_slots]
+        stored = []
         for sl, fut in futures:  # in worker order, whatever finishes first: the same run on every backend
             try:
                 episodes, metrics = self.backend.get(fut)
@@ -416,7 +427,7 @@ class Trainer:
                 self._restart(sl, e)
                 continue
             sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
-            self._insert(episodes, metrics, row)
+            stored.append(self._insert(episodes, metrics, row, block=False))  # the learner takes calls in order
         t1 = time.perf_counter()
         if self._ready():
             trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
@@ -427,6 +438,8 @@ class Trainer:
             for k, v in out.items():
                 row.setdefault(k, []).append(v)
             row.setdefault("train/updates_this_epoch", []).append(todo)
+        for fut in stored:
+            self._stored(self._get_learner(fut), row)
         t2 = time.perf_counter()
         self._reanalyze_sync(row)
         t3 = time.perf_counter()
@@ -469,8 +482,7 @@ class Trainer:
     def _async_state(self) -> dict:
         s = self.config.schedule
         seg = self.config.acting.steps_per_epoch * self.config.env.num_envs
-        w = self.config.distributed.train_workers
-        slack = s.ratio_slack or int(s.updates_per_call * s.batch_size + w * seg * s.samples_per_env_step)
+        slack = s.ratio_slack or int(s.updates_per_call * s.batch_size + seg * s.samples_per_env_step)
         return {"seg": seg, "slack": slack, "inflight": {}, "segments": 0}
 
     def _can_act(self, st: dict) -> bool:
