@@ -404,3 +404,22 @@ def test_a_checkpoint_from_before_parts_is_refused_saying_why(tmp_path):
                                                    "data_file": "state.msgpack", "metadata": {}}))
     with pytest.raises(LegacyCheckpointError, match="before checkpoints were split into parts"):
         latest_parts(tmp_path)
+
+
+def test_a_part_sent_as_bytes_round_trips(tmp_path, train_state):
+    """A worker in another process encodes its part; the learner writes the bytes; anyone decodes them."""
+    from moozi.checkpoint import PendingCheckpoint, decode_part, encode_part, read_part_bytes
+
+    state = {"rng": jax.random.key(3), "counter": 7, "arr": np.arange(4, dtype=np.int32)}
+    data = encode_part(state)
+    pending = PendingCheckpoint(tmp_path, 5)
+    pending.write_encoded("actor_1", data)
+    path = pending.commit({"k": 1})
+    assert read_part_bytes(path, "actor_1") == data
+    back = decode_part(read_part_bytes(path, "actor_1"), {"rng": jax.random.key(0), "counter": None, "arr": None})
+    assert back["counter"] == 7
+    np.testing.assert_array_equal(back["arr"], state["arr"])
+    np.testing.assert_array_equal(jax.random.key_data(back["rng"]), jax.random.key_data(state["rng"]))
+    (path / "actor_1.msgpack").write_bytes(data[:-3])
+    with pytest.raises(Exception, match="truncated"):
+        read_part_bytes(path, "actor_1")

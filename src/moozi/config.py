@@ -515,7 +515,7 @@ class ReanalyzeConfig:
     fraction: share of all searches spent on stored positions: reanalyzed
       positions / (acted steps + reanalyzed positions). 0 turns reanalyze off;
       0.5 re-searches as many stored positions as the actors play steps.
-    positions_per_call: positions (whole stored episodes, oldest-reanalyzed
+    positions_per_call: positions (whole stored episodes, stalest search
       first) handed to a reanalyze worker per call.
     envs: stored episodes a reanalyze worker replays in lock-step (its batch).
     """

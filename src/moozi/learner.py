@@ -92,6 +92,7 @@ class Learner:
         # stamp of the reanalyze request that last handed it out (least recently reanalyzed first).
         self._traj_version: dict[int, int] = {}
         self._reanalyzed_at: dict[int, int] = {}
+        self._searched_version: dict[int, int] = {}  # params version of the newest search (acting or reanalyze)
         self._reanalyze_stamp = 0
 
     @property
@@ -118,7 +119,7 @@ class Learner:
         """Drop bookkeeping of evicted trajectories (memory stays bounded once replay is full)."""
         stored = self.replay.trajectory_ids()
         oldest = int(stored[0]) if stored.size else float("inf")
-        for book in (self._traj_version, self._reanalyzed_at):
+        for book in (self._traj_version, self._reanalyzed_at, self._searched_version):
             if book and min(book) < oldest:
                 for tid in [t for t in book if t < oldest]:
                     del book[tid]
@@ -133,7 +134,13 @@ class Learner:
         return len(touched)
 
     def reanalyze_batch(self, num_positions: int) -> tuple[int, list[Trajectory], list[int]]:
-        """Stored episodes to re-search, least recently reanalyzed first (never-reanalyzed oldest first).
+        """Stored episodes to re-search, stalest search first.
+
+        An episode's search statistics are as old as the params that produced
+        them: the acting params for one never reanalyzed, the learner's params
+        when it was last handed out otherwise. The stalest go first (ties:
+        oldest episode first), so fresh self-play data is not re-searched with
+        params no newer than the ones that just played it.
 
         Returns ``(stamp, trajectories, ids)`` with at least ``num_positions``
         positions (fewer if replay holds fewer); ``stamp`` must come back with
@@ -144,8 +151,8 @@ class Learner:
         ids = self.replay.trajectory_ids()
         if ids.size == 0:
             return 0, [], []
-        last = np.array([self._reanalyzed_at.get(int(t), -1) for t in ids])
-        order = np.lexsort((ids, last))  # least recently reanalyzed, then oldest
+        searched = np.array([self._searched_version.get(int(t), self._traj_version.get(int(t), -1)) for t in ids])
+        order = np.lexsort((ids, searched))  # stalest search, then oldest
         self._reanalyze_stamp += 1
         stamp = self._reanalyze_stamp
         chosen, trajs, total = [], [], 0
@@ -155,6 +162,7 @@ class Learner:
             chosen.append(tid)
             trajs.append(traj)
             self._reanalyzed_at[tid] = stamp
+            self._searched_version[tid] = self.version
             total += int(traj.last) + 1
             if total >= num_positions:
                 break
@@ -274,7 +282,7 @@ class Learner:
             return {"ids": keys, "values": np.array([book[int(k)] for k in keys], np.int64)}
 
         return {"versions": pairs(self._traj_version), "reanalyzed_at": pairs(self._reanalyzed_at),
-                "stamp": int(self._reanalyze_stamp)}
+                "searched": pairs(self._searched_version), "stamp": int(self._reanalyze_stamp)}
 
     def load_books_state_dict(self, state: dict) -> None:
         def book(d):
@@ -282,6 +290,7 @@ class Learner:
 
         self._traj_version = book(state["versions"])
         self._reanalyzed_at = book(state["reanalyzed_at"])
+        self._searched_version = book(state["searched"]) if "searched" in state else {}
         self._reanalyze_stamp = int(state["stamp"])
 
     def load_state_dict(self, data: dict) -> None:
