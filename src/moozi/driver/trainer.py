@@ -632,6 +632,8 @@ class Trainer:
             return s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps
 
         def on_row(r: dict) -> None:
+            if self._placing:  # a restarted worker is up: say where (never waits)
+                self._update_placement()
             now = time.monotonic()
             self.counters["wall_s"] = wall0 + (now - start)
             if "test/return_mean" in r or self.counters["epochs"] - self._report["epochs"] >= out.log_every_epochs:
