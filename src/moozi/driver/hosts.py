@@ -27,8 +27,6 @@ import numpy as np
 from moozi.checkpoint import PendingCheckpoint, checkpoint_parts, decode_part, encode_part, load_checkpoint, load_latest, read_part_bytes
 from moozi.config import config_from_dict
 
-ROLES = ("learner", "actor", "tester", "reanalyzer")
-
 
 def worker_seed(seed: int, *ids: int) -> int:
     """An independent integer seed for the component named by ``ids`` of a run seeded ``seed``."""
@@ -128,9 +126,6 @@ class LearnerHost:
         out = self.learner.replay.stats()
         out["learner/busy_s"] = self.busy_s
         return out
-
-    def updates(self) -> int:
-        return self.learner.updates
 
     def checksum(self) -> float:
         """Sum of |params| (identical runs give identical sums)."""

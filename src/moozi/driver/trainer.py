@@ -72,7 +72,6 @@ class Slot:
     incarnation: int = 0
     restarts: int = 0
     busy_s: float = 0.0
-    busy_mark: float = 0.0
     started_at: float = 0.0
     respawn_at: float = 0.0
     backoff_level: int = 0
@@ -171,7 +170,7 @@ class Trainer:
         else:
             slot.handle = self.backend.spawn(slot.name, ActingHost, self._config_dict, slot.kind, slot.worker_id,
                                              slot.incarnation, self._versions, resources=res)
-        slot.busy_mark = slot.busy_s = 0.0
+        slot.busy_s = 0.0
         slot.started_at = time.monotonic()
         self.slots[slot.name] = slot
         if wait:
@@ -684,7 +683,7 @@ class Trainer:
                 out["ratio/window"] = updates * s.batch_size / steps
         for name, sl in self.slots.items():
             if sl.kind == "train":
-                prev = self._report["busy"].get(name, sl.busy_mark)
+                prev = self._report["busy"].get(name, 0.0)
                 out[f"workers/{name}/busy_fraction"] = max(sl.busy_s - prev, 0.0) / dt
                 self._report["busy"][name] = sl.busy_s
         out["workers/restarts"] = float(self.counters["restarts"])
