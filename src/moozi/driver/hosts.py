@@ -187,10 +187,13 @@ class LearnerHost:
         pass
 
 
-def _published(params: dict):
-    if not isinstance(params, dict) or "version" not in params:
+def _use_params(actor, published: dict) -> None:
+    """Give ``actor`` a learner's published ``{'version', 'params'}``; to the device only on a new version."""
+    if not isinstance(published, dict) or "version" not in published:
         raise TypeError("expected the {'version', 'params'} object a learner publishes")
-    return int(params["version"]), params["params"]
+    version = int(published["version"])
+    if actor.params is None or version != actor.version:
+        actor.set_params(version, published["params"])
 
 
 class ActingHost:
@@ -225,15 +228,10 @@ class ActingHost:
             env.close()
         self.busy_s = 0.0
 
-    def _set_params(self, published: dict) -> None:
-        version, params = _published(published)
-        if self.actor.params is None or version != self.actor.version:  # to the device only on a new version
-            self.actor.set_params(version, params)
-
     def run(self, published: dict):
         """One segment with ``published`` params: ``(episodes, metrics)`` (metrics carry the version played)."""
         t = time.perf_counter()
-        self._set_params(published)
+        _use_params(self.actor, published)
         episodes, metrics = self.actor.run()
         if self.role == "train":
             _slow_down(t, self.config.distributed.slowdown_workers)
@@ -246,7 +244,7 @@ class ActingHost:
         """Play ``num_episodes`` greedy games; their return statistics."""
         from moozi.workers import agent_return, play_games
 
-        self._set_params(published)
+        _use_params(self.actor, published)
         games = play_games(self.actor, num_episodes)
         returns = np.array([agent_return(g.trajectory, g.agent_seat, self.spec.two_player) for g in games])
         lengths = np.array([g.length for g in games])
@@ -305,9 +303,7 @@ class ReanalyzeHost:
     def reanalyze(self, published: dict, batch: dict):
         """Re-search the stored episodes of a :meth:`LearnerHost.reanalyze_batch`: ``(stamp, episodes, metrics)``."""
         t = time.perf_counter()
-        version, params = _published(published)
-        if self.actor.params is None or version != self.actor.version:
-            self.actor.set_params(version, params)
+        _use_params(self.actor, published)
         ids = list(batch["ids"])
         self.pool.add(batch["trajectories"], ids=ids)
         wanted, done = set(ids), {}
