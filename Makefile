@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e ".[dev,gymnax,pgx,openspiel,minatar,atari,ray]"
+	$(VENV)/bin/python -m pip install -q -e ".[dev,gymnax,pgx,openspiel,minatar,atari,ray,tensorboard]"
 	touch $(STAMP)
 
 demo: $(STAMP)

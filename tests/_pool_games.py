@@ -65,3 +65,42 @@ class Counter(HostEnv):
 def make_failing_counter():
     """A factory that fails while building the game."""
     raise WorkerBoom("cannot build this game")
+
+
+class Silent(HostEnv):
+    """A game where learning cannot happen: 5 moves of 2 legal actions, never a reward."""
+
+    def __init__(self, cap=None):
+        self.spec = EnvSpec("edges:silent", (1, 1, 2), 2, max_episode_steps=cap, path="host")
+
+    def reset(self, seed):
+        self.t = 0
+        return GameStep(np.zeros((1, 1, 2), np.float32), np.array([True, True]))
+
+    def step(self, action):
+        self.t += 1
+        return GameStep(np.array([[[self.t, action]]], np.float32), np.array([True, True]), terminated=self.t >= 5)
+
+
+class WrongShape(Silent):
+    """Breaks the contract: ``reset`` returns an observation of another shape than its spec declares."""
+
+    def __init__(self):
+        super().__init__()
+        self.spec = EnvSpec("edges:wrong-shape", (1, 1, 2), 2, path="host")
+
+    def reset(self, seed):
+        self.t = 0
+        return GameStep(np.zeros((4,), np.float32), np.array([True, True]))
+
+
+class Endless(Silent):
+    """Episodes that never end (and no step cap): nothing ever reaches replay."""
+
+    def __init__(self):
+        super().__init__()
+        self.spec = EnvSpec("edges:endless", (1, 1, 2), 2, path="host")
+
+    def step(self, action):
+        self.t += 1
+        return GameStep(np.zeros((1, 1, 2), np.float32), np.array([True, True]))

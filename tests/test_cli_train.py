@@ -63,9 +63,17 @@ def test_bad_input_fails_before_work_with_a_clear_message(argv, message, capsys,
     assert message.lower() in capsys.readouterr().err.lower()
 
 
-def test_perfect_opponent_only_for_tictactoe(tmp_path, capsys):
-    run = tmp_path / "cp"
-    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 0
+def test_perfect_opponent_only_for_tictactoe(ttt_run, tmp_path, capsys):
+    """Two-player games other than tic-tac-toe refuse it; single-player games have no opponent (ignored)."""
+    import shutil
+
+    import yaml
+
+    run = tmp_path / "c4"
+    shutil.copytree(ttt_run, run)
+    data = yaml.safe_load((run / "config.yaml").read_text())
+    data["env"]["name"] = "pgx:connect_four" if "pgx" in data["env"]["name"] else "openspiel:connect_four"
+    (run / "config.yaml").write_text(yaml.safe_dump(data))
     capsys.readouterr()
     assert main(["eval", str(run), "--opponent", "perfect", "--games", "2"]) == 2
     assert "only available for tic-tac-toe" in capsys.readouterr().err

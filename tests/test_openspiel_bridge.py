@@ -185,15 +185,16 @@ def test_render_and_workers():
         assert pool.call("render") == ["...\n.x.\n..."] * 2 and (ts.to_play == 1).all()
 
 
-def test_two_moves_in_a_row_warn():
+def test_two_moves_in_a_row_warn(monkeypatch):
+    import moozi.envs.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_warned_turns", False)
     rng = np.random.default_rng(0)
-    env = make_env("openspiel:mancala")
-    g = env.reset(0)
-    with pytest.warns(RuntimeWarning, match="moved twice in a row"):
+    with make_pool("openspiel:mancala", 1) as pool, pytest.warns(RuntimeWarning, match="moved twice in a row"):
+        ts = pool.reset()
         for _ in range(200):
-            g = env.step(int(rng.choice(np.flatnonzero(g.legal_actions))))
-            if g.terminated:
-                g = env.reset(0)
+            legal = ts.legal_actions[0]
+            ts = pool.step(np.array([rng.choice(np.flatnonzero(legal)) if legal.any() else 0]))
 
 
 # ----------------------------------------------------------------------------- errors

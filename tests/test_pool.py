@@ -112,7 +112,7 @@ def test_terminating_exactly_at_the_cap_is_terminal():
 
 
 def test_observation_shape_mismatch_is_an_error():
-    with pytest.raises(ValueError, match=r"pooltest:counter: .*observation of shape \(4,\).*\(1, 1, 3\)"):
+    with pytest.raises(ValueError, match=r"pooltest:counter \(Counter.reset\): .*observation of shape \(4,\).*\(1, 1, 3\)"):
         HostPool(functools.partial(Counter, obs_size=4), 1).reset()
     # the same number of values in another shape is reshaped to the declared one
     class Flat(Counter):

@@ -427,7 +427,7 @@ class PendingCheckpoint:
         if displaced is not None:
             shutil.rmtree(displaced, ignore_errors=True)
         _prune(self.directory, final, keep, keep_part)
-        logger.info("saved checkpoint %s (parts: %s)", final, ", ".join(sorted(self.parts)))
+        logger.debug("saved checkpoint %s (parts: %s)", final, ", ".join(sorted(self.parts)))
         return final
 
     def abort(self) -> None:
@@ -446,7 +446,37 @@ def _prune(directory: Path, newest: Path, keep: int, keep_part: str | None) -> N
     for old in doomed:
         logger.info("pruning old checkpoint %s (keep=%d)", old.path, keep)
         shutil.rmtree(old.path, ignore_errors=True)
+    _prune_rejected(directory)
     _fsync_dir(directory)
+
+
+REJECTED_DIR = "rejected"
+
+
+def set_aside_checkpoint(path: Path) -> Path:
+    """Move a corrupt checkpoint folder into ``rejected/`` beside it (kept for inspection, never loaded)."""
+    target_dir = path.parent / REJECTED_DIR
+    target_dir.mkdir(exist_ok=True)
+    target = target_dir / path.name
+    if target.exists():
+        target = target_dir / f"{path.name}-{uuid.uuid4().hex[:8]}"
+    os.replace(path, target)
+    _fsync_dir(path.parent)
+    return target
+
+
+def _prune_rejected(directory: Path) -> None:
+    """Delete set-aside checkpoints older than every good one kept: they never outlive the good ones."""
+    rejected = directory / REJECTED_DIR
+    found = list_checkpoints(directory)
+    if not rejected.is_dir() or not found:
+        return
+    oldest = found[0].step
+    for entry in rejected.iterdir():
+        m = _NAME_RE.match(entry.name.split("-", 1)[0])
+        if m and int(m.group(1)) < oldest:
+            logger.info("pruning rejected checkpoint %s", entry)
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _has_part(path: Path, name: str) -> bool:
@@ -601,13 +631,21 @@ def load_checkpoint(path: str | os.PathLike, templates: Mapping[str, Any] | None
 
 
 def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | None = None,
-                parts: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any], Path]:
+                parts: list[str] | None = None, set_aside: bool = False, rejected: list | None = None,
+                ) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """Load the newest good checkpoint in ``directory`` that holds ``parts``, falling back past corrupt ones.
 
     Each corrupt candidate is logged as a warning (path and reason) on the
     ``moozi.checkpoint`` logger before the next older one is tried; checkpoints
     lacking a requested part are skipped. ``directory`` may also be one
     checkpoint folder.
+
+    ``set_aside=True`` (the run's own writer resuming; never for readers such
+    as ``moozi eval``) moves each corrupt checkpoint it passes over into
+    ``directory/rejected/`` (:func:`set_aside_checkpoint`), so it is not taken for the
+    newest again and is pruned with the good ones. With a ``rejected`` list,
+    ``(checkpoint name, reason, where it was moved or None)`` is appended to
+    it for each corrupt one instead of logging (the caller reports them).
 
     Returns:
       ``({part: state}, metadata, path)`` of the checkpoint loaded.
@@ -628,7 +666,7 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
         leftovers = [p.name for p in directory.iterdir() if p.name.startswith((_TMP_PREFIX, _REPLACED_PREFIX))]
         extra = f" (only unfinished saves: {', '.join(sorted(leftovers))})" if leftovers else ""
         raise CheckpointError(f"no checkpoint exists at {directory}: no step_* folders{extra}")
-    rejected: list[str] = []
+    reasons: list[str] = []
     for info in reversed(found):
         try:
             record = _read_record(info.path)
@@ -637,16 +675,21 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
             names = sorted(record["parts"]) if parts is None else list(parts)
             raw = {name: _read_part(info.path, name, record) for name in names}
         except CorruptCheckpointError as e:
-            logger.warning("checkpoint %s is corrupt, trying an older one: %s", info.path, e)
-            rejected.append(f"  {info.path.name}: {e}")
+            moved = set_aside_checkpoint(info.path) if set_aside else None
+            if rejected is not None:
+                rejected.append((info.path.name, str(e), None if moved is None else str(moved)))
+            else:
+                logger.warning("checkpoint %s is corrupt, trying an older one: %s%s", info.path, e,
+                               f"; moved to {moved}" if moved else "")
+            reasons.append(f"  {info.path.name}: {e}" + (f" (moved to {moved})" if moved else ""))
             continue
-        if rejected:
-            logger.warning("loaded checkpoint %s after rejecting %d newer one(s)", info.path, len(rejected))
+        if reasons and rejected is None:
+            logger.warning("loaded checkpoint %s after rejecting %d newer one(s)", info.path, len(reasons))
         t = dict(templates or {})
         out = {n: _apply_template(t[n], st, info.path) if t.get(n) is not None else st for n, st in raw.items()}
         return out, record["metadata"], info.path
-    if not rejected:
+    if not reasons:
         raise CheckpointError(f"no checkpoint in {directory} holds the parts {', '.join(parts or [])}")
     raise CheckpointError(
-        f"no usable checkpoint in {directory}; found {len(found)}, all rejected:\n" + "\n".join(rejected)
+        f"no usable checkpoint in {directory}; found {len(found)}, all rejected:\n" + "\n".join(reasons)
     )

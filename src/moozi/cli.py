@@ -7,8 +7,12 @@ imports its heavy dependencies only when it runs (no work at import time).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
+
+# Disk problems a user fixes (read-only, full, no permission, quota): one line, no traceback.
+_DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EDQUOT}
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -55,40 +59,56 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """Rich live display: env steps, env steps/s, updates/s, last test return."""
+    """Rich live display: what the run is doing, env steps, rates, last test return, health, time."""
 
-    def __init__(self, title: str, minutes):
+    def __init__(self, title: str, minutes, started: float):
         from rich.console import Console
         from rich.live import Live
 
         self.title = title
         self.minutes = minutes
+        self.started = started
+        self.status = "starting: building the game and the model"
+        self.counters, self.row, self.test = {}, {}, {}
         self.console = Console(stderr=True)
-        self.live = Live(self._render({}, {}, {}), console=self.console, refresh_per_second=2, transient=False)
+        self.live = Live(self._render(), console=self.console, refresh_per_second=2, transient=False,
+                         get_renderable=self._render)
 
-    def _render(self, counters, row, test):
+    def _render(self):
+        import time
+
         from rich.table import Table
 
+        counters, row, test = self.counters, self.row, self.test
         table = Table(title=self.title, show_header=False, box=None)
-        fmt = lambda v, p=0: "-" if v is None else f"{v:,.{p}f}"
+        fmt = lambda v, p=0: "-" if v is None else f"{v:,.{p}f}"  # noqa: E731
+        table.add_row("status", self.status)
         table.add_row("env steps", fmt(counters.get("env_steps")))
         table.add_row("env steps/s", fmt(row.get("perf/env_steps_per_s"), 1))
         table.add_row("updates", fmt(counters.get("updates")))
         table.add_row("updates/s", fmt(row.get("perf/updates_per_s"), 2))
         table.add_row("episodes", fmt(counters.get("episodes")))
         table.add_row("last test return", fmt(test.get("test/return_mean"), 2))
-        table.add_row("wall", fmt(counters.get("wall_s"), 0) + " s" + (f" / {self.minutes * 60:.0f} s" if self.minutes else ""))
+        if "health/ok" in row:
+            table.add_row("health", "ok" if row["health/ok"] else "[yellow]not learning? see the warning above")
+        elapsed = time.monotonic() - self.started  # this invocation, the time --minutes limits
+        limit = f" / {self.minutes * 60:.0f} s" if self.minutes else ""
+        total = counters.get("wall_s")
+        table.add_row("time", f"{elapsed:,.0f} s{limit}" + (f" (run total {total:,.0f} s)" if total else ""))
         return table
 
     def __call__(self, counters, row, test):
-        self.live.update(self._render(counters, row, test))
+        self.counters, self.row, self.test = counters, row, test
+        self.status = "training" if counters.get("updates") else "acting: filling replay before the first update"
 
     def __enter__(self):
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc):
-        return self.live.__exit__(*exc)
+    def __exit__(self, exc_type, *rest):
+        if exc_type is not None:  # an error or Ctrl-C: leave its message alone on the console
+            self.live.transient = True
+        return self.live.__exit__(exc_type, *rest)
 
 
 def _with_backend(config, args: argparse.Namespace):
@@ -118,6 +138,11 @@ def _train(args: argparse.Namespace) -> int:
     from moozi.driver import Trainer, load_run_config
     from moozi.presets import load_preset, preset_names
 
+    started = time.monotonic()
+    if args.minutes is not None and not args.minutes > 0:
+        print(f"moozi train: --minutes {args.minutes:g} is invalid: allowed a number > 0 (leave it out to train "
+              "until schedule.max_env_steps)", file=sys.stderr)
+        return 2
     if args.resume:
         if args.preset or args.overrides or args.seed is not None or args.run_dir:
             print("moozi train: --resume DIR takes only --minutes, --backend and --address (the run's config is reused)", file=sys.stderr)
@@ -140,13 +165,18 @@ def _train(args: argparse.Namespace) -> int:
             print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir} or another --run-dir", file=sys.stderr)
             return 2
         resume = False
-    progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes)
-    trainer = Trainer(config, run_dir, resume=resume, progress=progress)
-    try:
-        with progress:
-            counters = trainer.run(minutes=args.minutes)
-    finally:
-        trainer.close()
+    progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes, started)
+    _log_console(progress.console)
+    trainer = None
+    with progress:
+        try:
+            trainer = Trainer(config, run_dir, resume=resume, progress=progress)
+            _check_interrupted()
+            progress.status = "compiling the acting and learning steps (the first epoch)"
+            counters = trainer.run(minutes=args.minutes, started=started)
+        finally:
+            if trainer is not None:
+                trainer.close()
     summary = {"run_dir": str(run_dir), **counters, **trainer.last_test}
     print(json.dumps(summary))
     return 0
@@ -158,6 +188,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.games < 1:
         print("moozi eval: --games must be >= 1", file=sys.stderr)
         return 2
+    _log_console()
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed)
     print(json.dumps(result))
     return 0
@@ -199,11 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
     train.set_defaults(func=_train)
 
-    ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line")
-    ev.add_argument("run_dir", metavar="DIR")
-    ev.add_argument("--opponent", choices=["random", "perfect"], default="random")
-    ev.add_argument("--games", type=int, default=100)
-    ev.add_argument("--seed", type=int, default=0)
+    ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line",
+                        description="Play the newest good checkpoint of a run (test planner, greedy moves) and "
+                                    "print one JSON line: wins/draws/losses (two-player games, the agent taking "
+                                    "each seat in half the games) or return statistics (single-player games).")
+    ev.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    ev.add_argument("--opponent", choices=["random", "perfect"], default="random",
+                    help="two-player games: random (uniform legal moves, any game) or perfect (tic-tac-toe "
+                         "only); single-player games have no opponent and ignore it (default random)")
+    ev.add_argument("--games", type=int, default=100, help="games (episodes) to play (default 100)")
+    ev.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
     ev.set_defaults(func=_eval)
 
     presets = sub.add_parser("presets", help="list the preset names")
@@ -213,26 +249,128 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _user_error(err: BaseException) -> str | None:
+    """The one-line message for an error that is the user's to fix (None: a moozi bug, keep the traceback)."""
+    from moozi.checkpoint import CheckpointError
     from moozi.config import ConfigError
+    from moozi.envs import GameContractError, IllegalActionError, UnknownEnvError
+    from moozi.errors import ReplayError
+
+    if isinstance(err, (ConfigError, ReplayError)):
+        return f"configuration error: {err}"
+    if isinstance(err, (CheckpointError, UnknownEnvError, GameContractError, IllegalActionError)):
+        return str(err)
+    if isinstance(err, OSError) and err.errno in _DISK_ERRORS:
+        what = f" {err.filename}" if err.filename else ""
+        return f"cannot write{what}: {err.strerror or err}"
+    return None
+
+
+def _log_console(console=None) -> None:
+    """moozi's warnings on the console (stderr), the same way for every game.
+
+    Some game libraries install a handler on the root logger (absl, through
+    OpenSpiel); moozi's records stop at its own handlers so they are printed
+    once, whatever game was imported.
+    """
+    import logging
+
+    class _Console(logging.Handler):
+        def emit(self, record):
+            msg = f"moozi: {record.getMessage()}"
+            if console is not None:
+                from rich.text import Text
+
+                console.print(Text(msg, style="yellow" if record.levelno < logging.ERROR else "red"))
+            else:
+                print(msg, file=sys.stderr)
+
+    logger = logging.getLogger("moozi")
+    _drop_console(logger)
+    handler = _Console(logging.WARNING)
+    handler._moozi_console = True
+    logger.addHandler(handler)
+    logger.propagate = False
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
+_interrupted = False
+
+
+def _catch_sigint():
+    """Ctrl-C raises KeyboardInterrupt and is remembered: Python drops one raised inside a garbage-collector
+    callback (JAX has one), so start-up checks :func:`_check_interrupted` at its milestones. Returns the undo."""
+    import signal
+    import threading
+
+    global _interrupted
+    _interrupted = False
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum, frame):
+        global _interrupted
+        _interrupted = True
+        raise KeyboardInterrupt
+
+    hook = sys.unraisablehook
+
+    def quiet_interrupt(unraisable):  # the interrupt is remembered; its "Exception ignored" trace is noise
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = quiet_interrupt
+
+    def restore():
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = hook
+
+    return restore
+
+
+def _check_interrupted() -> None:
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
+def _drop_console(logger) -> None:
+    for h in [h for h in logger.handlers if getattr(h, "_moozi_console", False)]:
+        logger.removeHandler(h)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
 
     args = build_parser().parse_args(argv)
     if getattr(args, "simulations", 1) < 1:
         print("moozi: --simulations must be >= 1", file=sys.stderr)
         return 2
+    logger = logging.getLogger("moozi")
+    propagate = logger.propagate
+    restore_sigint = _catch_sigint()
     try:
         return args.func(args)
-    except ConfigError as err:
-        print(f"moozi: configuration error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("moozi: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        message = _user_error(err)
+        _drop_console(logger)
+        if not getattr(err, "_moozi_logged", False) and any(getattr(h, "_moozi_run_log", False)
+                                                            for h in logger.handlers):  # the traceback: train.log
+            logger.propagate = False
+            logger.error("stopped by %s: %s", type(err).__name__, err, exc_info=err)
+        if message is None:
+            raise
+        print(f"moozi: {message}", file=sys.stderr)
         return 2
-    except Exception as err:  # user-facing errors from bridges, checkpoints, presets
-        from moozi.checkpoint import CheckpointError
-        from moozi.envs import UnknownEnvError
-
-        if isinstance(err, (CheckpointError, UnknownEnvError)):
-            print(f"moozi: {err}", file=sys.stderr)
-            return 2
-        raise
+    finally:
+        restore_sigint()
+        _drop_console(logger)
+        logger.propagate = propagate
 
 
 if __name__ == "__main__":  # pragma: no cover

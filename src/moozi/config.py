@@ -539,6 +539,9 @@ class TestingConfig:
     episodes: episodes per test (every test environment plays the same number).
     envs: environments used for testing.
     steps_per_segment: acting steps per test rollout call (device games).
+    health_tests: tests after which a test return that never beat the first
+      one is flagged on the console and as ``health/ok = 0`` (0: never; see
+      moozi.observe.health).
     """
 
     __test__ = False  # not a pytest class
@@ -547,10 +550,12 @@ class TestingConfig:
     episodes: int = 16
     envs: int = 16
     steps_per_segment: int = 100
+    health_tests: int = 8
 
     def __post_init__(self):
         o = "testing"
         _nonneg_int(o, "every", self.every)
+        _nonneg_int(o, "health_tests", self.health_tests)
         for name in ("episodes", "envs", "steps_per_segment"):
             _positive_int(o, name, getattr(self, name))
 
@@ -601,6 +606,17 @@ class Config:
     output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
     reanalyze: ReanalyzeConfig = dataclasses.field(default_factory=ReanalyzeConfig)
+
+    def __post_init__(self):
+        # Combinations that would act for the whole budget and never train.
+        s, r = self.schedule, self.replay
+        if r.capacity < s.min_replay_steps:
+            raise ConfigError(f"replay.capacity = {r.capacity} is below schedule.min_replay_steps = "
+                              f"{s.min_replay_steps}: replay could never hold enough steps to start training; "
+                              "raise replay.capacity or lower schedule.min_replay_steps")
+        if s.max_env_steps is not None and s.max_env_steps < s.min_replay_steps:
+            raise ConfigError(f"schedule.max_env_steps = {s.max_env_steps} is below schedule.min_replay_steps = "
+                              f"{s.min_replay_steps}: the run would stop before its first update")
 
 
 # Keys that moved when the driver section was split by concern: old -> new place.

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from moozi.config import LearnerConfig
 from moozi.model.networks import Model
-from moozi.model.transform import scalar_to_target
+from moozi.model.transform import outside_support, scalar_to_target
 from moozi.types import Batch
 
 
@@ -152,6 +152,10 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         "loss/l2": config.l2_coef * l2,
         "loss/floor": jnp.mean(w * (fp + fv + fr)),
         "loss/excess": data_loss - jnp.mean(w * (fp + fv + fr)),
+        # Targets the support cannot represent are clipped to its edge (moozi warns: docs/custom-game.md).
+        "targets/value_outside_support": jnp.sum(outside_support(t.value, support, transform) * t.value_mask)
+        / jnp.maximum(jnp.sum(t.value_mask), 1.0),
+        "targets/reward_outside_support": jnp.mean(outside_support(t.reward, support, transform)),
     }
     priorities = jnp.abs(first_value - t.value[:, 0])
     return loss, {"metrics": metrics, "priorities": jax.lax.stop_gradient(priorities)}

@@ -24,7 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
-from moozi.checkpoint import PendingCheckpoint, checkpoint_parts, decode_part, encode_part, load_checkpoint, load_latest, read_part_bytes
+from moozi.checkpoint import (
+    CheckpointError,
+    PendingCheckpoint,
+    checkpoint_name,
+    checkpoint_parts,
+    decode_part,
+    encode_part,
+    list_checkpoints,
+    load_checkpoint,
+    load_latest,
+    read_part_bytes,
+)
 from moozi.config import config_from_dict
 
 
@@ -148,25 +159,35 @@ class LearnerHost:
     def save(self, step: int, parts: dict, meta: dict, with_replay: bool) -> str:
         """Write one checkpoint: the learner's parts here, ``parts`` (name -> encoded bytes) from the workers."""
         out = self.config.output
-        pending = PendingCheckpoint(self.run_dir / "checkpoints", step)
+        directory = self.run_dir / "checkpoints"
         try:
-            pending.write_part("learner", self.learner.state_dict())
-            if with_replay:
-                pending.write_part("replay", self.learner.replay.state_dict())
-                pending.write_part("books", self.learner.books_state_dict())
-            for name, data in parts.items():
-                pending.write_encoded(name, data)
-        except BaseException:
-            pending.abort()
-            raise
-        return str(pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay"))
+            pending = PendingCheckpoint(directory, step)
+            try:
+                pending.write_part("learner", self.learner.state_dict())
+                if with_replay:
+                    pending.write_part("replay", self.learner.replay.state_dict())
+                    pending.write_part("books", self.learner.books_state_dict())
+                for name, data in parts.items():
+                    pending.write_encoded(name, data)
+            except BaseException:
+                pending.abort()
+                raise
+            return str(pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay"))
+        except OSError as e:  # a full or read-only disk: say what was kept
+            previous = list_checkpoints(directory)
+            kept = (f"the previous checkpoint {directory / checkpoint_name(previous[-1].step)} is intact" if previous
+                    else "no earlier checkpoint exists")
+            raise CheckpointError(f"the checkpoint at update {step} was not written to {directory} "
+                                  f"({e.strerror or e}); {kept}") from e
 
     def restore(self, worker_parts: list[str]) -> dict:
         """Load the newest good checkpoint; return its metadata, path and the workers' parts (encoded)."""
         import logging
 
         directory = self.run_dir / "checkpoints"
-        parts, meta, path = load_latest(directory, {"learner": self.learner.template()}, parts=["learner"])
+        rejected: list = []
+        parts, meta, path = load_latest(directory, {"learner": self.learner.template()}, parts=["learner"],
+                                        set_aside=True, rejected=rejected)
         if "replay" in checkpoint_parts(path):
             replay_path = path
         else:
@@ -181,7 +202,7 @@ class LearnerHost:
             self.learner.load_books_state_dict(load_checkpoint(replay_path, parts=["books"])[0]["books"])
         held = set(checkpoint_parts(path))
         encoded = {name: read_part_bytes(path, name) for name in worker_parts if name in held}
-        return {"meta": meta, "path": str(path), "parts": encoded}
+        return {"meta": meta, "path": str(path), "parts": encoded, "rejected": rejected}
 
     def close(self) -> None:
         pass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from moozi.config import Config
-from moozi.envs import make_env
-from moozi.envs.pool import import_modules
+from moozi.envs import UnknownEnvError, make_env
+from moozi.envs.pool import import_modules, module_origins
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
 
@@ -14,12 +14,28 @@ from moozi.model.networks import build_model
 def build_parts(config: Config):
     """``(env, model)`` for a config: the environment (its spec decides the acting path) and the network."""
     import_modules(config.env.modules)
-    env = make_env(config.env.name, **config.env.kwargs)
+    try:
+        env = make_env(config.env.name, **config.env.kwargs)
+    except UnknownEnvError as err:
+        raise UnknownEnvError(_unknown_hint(config, err)) from None
     spec = env.spec
     num_actions = spec.num_actions + 1
     h, w, c = spec.observation_shape
     obs_shape = (h, w, stacked_channels(c, num_actions, config.targets.history_length))
     return env, build_model(config.model, obs_shape, num_actions)
+
+
+def _unknown_hint(config: Config, err: UnknownEnvError) -> str:
+    """The unknown-name error with what to do when the game is the user's own."""
+    import os
+
+    name, modules = config.env.name, config.env.modules
+    if not modules:
+        return (f"{err}. If {name!r} is your own game, list the module that registers it in env.modules "
+                f"(e.g. env.modules=[my_game]; it is imported from the working directory {os.getcwd()})")
+    return (f"{err}. env.modules imported {module_origins(modules)} (working directory {os.getcwd()}), but "
+            f"none registered {name!r}: check the name given to moozi.envs.register, and that no other file "
+            "or folder of the same name is imported instead")
 
 
 def stream_seed(seed: int, stream: int) -> int:

@@ -22,9 +22,20 @@ def load_run_config(run_dir: Path | str) -> Config:
                           "by this one)") from err
 
 
-def load_params(run_dir: Path | str, model) -> tuple[object, dict]:
-    """Published params (numpy) and metadata of the newest good checkpoint of a run."""
-    parts, meta, _ = load_latest(Path(run_dir) / "checkpoints", parts=["learner"])
+def load_params(run_dir: Path | str, model, env_name: str | None = None) -> tuple[object, dict]:
+    """Published params (numpy) and metadata of the newest good checkpoint of a run.
+
+    With ``env_name`` (the game of the run's config.yaml), a checkpoint written
+    for another game, or params of another model, raise CheckpointError saying so.
+    """
+    parts, meta, path = load_latest(Path(run_dir) / "checkpoints", parts=["learner"])
+    saved = ((meta.get("config") or {}).get("env") or {}).get("name")
+    if env_name is not None and saved is not None and saved != env_name:
+        raise CheckpointError(f"{path} was written by a run of {saved}, but {run_dir}/config.yaml is for "
+                              f"{env_name}: evaluate the run directory that trained it")
     params = parts["learner"]["published"]
-    model.check_params(params)
+    try:
+        model.check_params(params)
+    except ValueError as err:
+        raise CheckpointError(f"{path} does not fit the model of {run_dir}/config.yaml: {err}") from err
     return params, meta

@@ -52,10 +52,14 @@ from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.backend import LocalBackend, Resources, WorkerDied, make_backend
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.driver.parts import build_parts
-from moozi.observe.metrics import MetricsWriter, setup_logging
+from moozi.model.transform import max_representable
+from moozi.observe.health import Health, assess
+from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
+
+NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
 
 COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
             "reanalyzed_positions", "restarts")
@@ -106,6 +110,11 @@ class Trainer:
         env, _ = build_parts(config)
         self.spec = env.spec
         env.close()
+        cap = self.spec.max_episode_steps
+        if cap is not None and config.replay.capacity < cap + 1:
+            raise ConfigError(f"replay.capacity = {config.replay.capacity} cannot hold one episode of {self.spec.name} "
+                              f"({cap} steps, the game's max_episode_steps, plus its last step): raise "
+                              "replay.capacity or cap episodes with env.kwargs.max_episode_steps")
         if config.reanalyze.fraction > 0:
             if config.distributed.reanalyze_workers < 1:
                 raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
@@ -139,11 +148,19 @@ class Trainer:
             self.counters: dict[str, Any] = {k: 0 for k in COUNTERS}
             self.counters["wall_s"] = 0.0
             self.last_test: dict[str, float] = {}
+            self._deadline = None
+            self._warned_support = False
+            self.health = Health(ok=True)
+            self._history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
             if resume:
                 self._restore()
             self.published = self.backend.call(self.learner_handle, "params")
             self.version = self._learner_version()
-            self.metrics = MetricsWriter(self.run_dir)
+            # A resume continues the curves from the checkpoint's counters (rows written after it move aside).
+            self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
+            if resume:
+                for r in read_metrics(self.run_dir):
+                    self._remember(r)
         except BaseException:
             self.close()
             raise
@@ -245,6 +262,7 @@ class Trainer:
             restarts = self.counters["restarts"]
             self._restore(workers=False)
             self.counters["restarts"] = restarts
+            self.metrics.rewind(self.counters["env_steps"])
         else:
             for k in ("updates", "ready_env_steps"):
                 self.counters[k] = 0
@@ -317,7 +335,7 @@ class Trainer:
                 pass
         return parts
 
-    def save(self) -> Path:
+    def save(self, final: bool = False) -> Path:
         """Write a checkpoint: the learner writes its parts and the workers' (sent as bytes), committed together."""
         out = self.config.output
         with_replay = self.counters["checkpoints"] % out.replay_every_checkpoints == 0
@@ -325,7 +343,8 @@ class Trainer:
         self.counters["checkpoints"] += 1
         meta = {"counters": dict(self.counters), "last_test": self.last_test, "config": self._config_dict}
         path = Path(self._learner("save", int(self.counters["updates"]), parts, meta, with_replay))
-        log.info("checkpoint written: %s%s", path, "" if with_replay else " (without replay)")
+        log.info("%s checkpoint written: %s%s", "final" if final else "periodic", path,
+                 "" if with_replay else " (without replay)")
         return path
 
     def _restore(self, workers: bool = True) -> None:
@@ -333,6 +352,10 @@ class Trainer:
         res = self.backend.get(self.backend.call(self.learner_handle, "restore", names))
         for name, data in res["parts"].items():
             self.backend.get(self.backend.call(self.slots[name].handle, "load_state", data))
+        for name, reason, moved in res.get("rejected", []):
+            log.warning("checkpoint %s is corrupt (%s); set aside as %s", name, reason, moved)
+        if res.get("rejected"):
+            log.warning("resuming from the older checkpoint %s", Path(res["path"]).name)
         meta = res["meta"]
         self.counters.update({k: meta["counters"].get(k, 0) for k in COUNTERS})
         self.last_test = dict(meta.get("last_test") or {})
@@ -428,7 +451,7 @@ class Trainer:
             sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
             stored.append(self._insert(episodes, metrics, row, block=False))  # the learner takes calls in order
         t1 = time.perf_counter()
-        if self._ready():
+        if self._ready() and not self._out_of_time():  # out of time: the due updates run on --resume
             trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
             due = math.floor(s.samples_per_env_step * trained / s.batch_size)
             todo = max(due - self.counters["updates"], 0)
@@ -440,13 +463,14 @@ class Trainer:
         for fut in stored:
             self._stored(self._get_learner(fut), row)
         t2 = time.perf_counter()
-        self._reanalyze_sync(row)
+        if not self._out_of_time():
+            self._reanalyze_sync(row)
         t3 = time.perf_counter()
         self.counters["epochs"] += 1
         if self.counters["epochs"] % s.sync_every == 0 and self.counters["updates"] > 0:
             self._publish()
         every = self.config.testing.every
-        if every and self.counters["epochs"] % every == 0 and self.counters["updates"] > 0:
+        if every and self.counters["epochs"] % every == 0 and self.counters["updates"] > 0 and not self._out_of_time():
             row.update({k: [v] for k, v in self.test().items()})
         t4 = time.perf_counter()
         for k, v in (("act", t1 - t0), ("learn", t2 - t1), ("reanalyze", t3 - t2), ("test", t4 - t3)):
@@ -607,15 +631,27 @@ class Trainer:
 
     # --- the run ----------------------------------------------------------------------
 
-    def run(self, minutes: float | None = None) -> dict:
-        """Train until ``minutes`` of wall clock pass or ``schedule.max_env_steps``; checkpoint at the end."""
+    def run(self, minutes: float | None = None, started: float | None = None) -> dict:
+        """Train until ``minutes`` of wall clock pass or ``schedule.max_env_steps``; checkpoint at the end.
+
+        ``started`` (a ``time.monotonic()`` value, default now) is when the
+        limit began: the CLI passes its own start, so building and compiling
+        count against ``--minutes``. The time limit is checked between the
+        acting and learning phases of an epoch too, so a run stops within a
+        phase of its deadline (the first epoch's phases include compiling).
+        """
         s, out = self.config.schedule, self.config.output
         start = time.monotonic()
         wall0 = self.counters["wall_s"]
         self._last_ckpt = start
         self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
                         "epochs": self.counters["epochs"], "busy": {}}
-        deadline = None if minutes is None else start + 60.0 * minutes
+        if minutes is not None and not minutes > 0:
+            raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
+        deadline = None if minutes is None else (start if started is None else started) + 60.0 * minutes
+        self._deadline = deadline
+        self._started = start
+        self._warned_no_update = False
         log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
                  minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
         self._stop_requested = False
@@ -626,7 +662,7 @@ class Trainer:
             if self._stop_requested:
                 log.info("stop requested: finishing with a checkpoint")
                 return True
-            if deadline is not None and time.monotonic() >= deadline:
+            if self._out_of_time():
                 return True
             return s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps
 
@@ -634,6 +670,9 @@ class Trainer:
             if self._placing:  # a restarted worker is up: say where (never waits)
                 self._update_placement()
             now = time.monotonic()
+            if self.counters["updates"] == 0 and not self._warned_no_update and now - start > NO_UPDATE_WARNING_S:
+                self._warned_no_update = True
+                log.warning("no update after %.0f s: %s", now - start, self._why_no_update())
             self.counters["wall_s"] = wall0 + (now - start)
             if "test/return_mean" in r or self.counters["epochs"] - self._report["epochs"] >= out.log_every_epochs:
                 self._write_row(r)
@@ -649,14 +688,36 @@ class Trainer:
                 while not should_stop():
                     self._epoch_sync(row)
                     on_row(row)
+        except BaseException as err:
+            if not isinstance(err, KeyboardInterrupt):
+                log.error("the run stopped on an error; writing a last checkpoint", exc_info=err)
+                err._moozi_logged = True  # noqa: SLF001 - the CLI does not log it again
+            raise
         finally:
             restore_handlers()
             self.counters["wall_s"] = wall0 + (time.monotonic() - start)
             if row:
                 self._write_row(row)
-            self.save()
+            self.save(final=True)
             self.metrics.close()
+        if self.counters["updates"] == 0:
+            log.warning("the run ended without a single update: %s", self._why_no_update())
         return dict(self.counters)
+
+    def _out_of_time(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _why_no_update(self) -> str:
+        """Why training has not started yet, in one line, with what to change."""
+        s, c = self.config.schedule, self.counters
+        if c["episodes"] == 0:
+            return (f"no episode has ended in {c['env_steps']} env steps: only finished episodes go to replay; "
+                    "cap episode length (env.kwargs.max_episode_steps, or the game's spec.max_episode_steps)")
+        played = f"{c['episodes']} episodes ({c['env_steps']} env steps) played"
+        if self._out_of_time():
+            return (f"the time limit ended before the first update ({played}; training starts once replay holds "
+                    f"schedule.min_replay_steps = {s.min_replay_steps} steps): give more --minutes")
+        return f"{played}; training starts once replay holds schedule.min_replay_steps = {s.min_replay_steps} steps"
 
     def _write_row(self, rows: dict) -> None:
         """One metrics row: each metric averaged over the epochs that reported it, counters, throughput,
@@ -704,11 +765,41 @@ class Trainer:
         out.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
                     "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
                     "wall_s": self.counters["wall_s"], "params_version": self.version})
+        out.update(self._check_health(out))
         self.metrics.write(out, step=self.counters["env_steps"])
         self._report["since"] = (now, self.counters["env_steps"], self.counters["updates"])
         self._report["epochs"] = self.counters["epochs"]
         if self.progress:
             self.progress(dict(self.counters), out, self.last_test)
+
+    def _remember(self, row: dict) -> None:
+        for key, name in (("test/return_mean", "tests"), ("acting/policy_entropy", "entropy"),
+                          ("train/episode_length", "length")):
+            if key in row:
+                self._history[name].append(float(row[key]))
+
+    def _check_health(self, row: dict) -> dict:
+        """``health/*`` metrics for this row; a console warning when the verdict turns bad (or good again)."""
+        self._remember(row)
+        outside = {k: row.get(f"targets/{k}_outside_support", 0.0) for k in ("value", "reward")}
+        if any(v > 0 for v in outside.values()) and not self._warned_support:
+            self._warned_support = True
+            m = self.config.model
+            log.warning("%s targets fall outside what model.value_transform = %s with model.support_size = %d "
+                        "represents (|x| <= %.4g) and are clipped to its edge: raise model.support_size, use "
+                        "value_transform phi, or scale the game's rewards down (docs/custom-game.md)",
+                        " and ".join(f"{v:.1%} of {k}" for k, v in outside.items() if v > 0), m.value_transform,
+                        m.support_size, max_representable(m.support_size, m.value_transform))
+        h = self._history
+        health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
+                        self.config.testing.health_tests)
+        if not health.ok and self.health.ok:
+            log.warning("health: %s. The run may not be learning: see \"What decides whether a game learns\" "
+                        "in docs/custom-game.md", health.line())
+        elif health.ok and not self.health.ok:
+            log.warning("health: ok again")
+        self.health = health
+        return health.metrics
 
     def _install_stop_handlers(self) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.

@@ -10,6 +10,7 @@
 
 from moozi.envs.contract import (
     EnvSpec,
+    GameContractError,
     IllegalActionError,
     TimeStep,
     UnknownEnvError,
@@ -24,6 +25,7 @@ __all__ = [
     "DeviceEnv",
     "EnvSpec",
     "EnvState",
+    "GameContractError",
     "IllegalActionError",
     "TimeStep",
     "UnknownEnvError",

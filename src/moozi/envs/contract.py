@@ -41,6 +41,14 @@ class IllegalActionError(ValueError):
     """A host-side checked step got an action that is out of range or not legal."""
 
 
+class GameContractError(ValueError):
+    """A game's ``reset`` or ``step`` returned something the step contract does not allow.
+
+    The message names the game, its class and method, and what was wrong; the
+    CLI prints it as one line (a user's game, not moozi, needs the fix).
+    """
+
+
 @struct.dataclass
 class TimeStep:
     """What an environment yields at one step (unbatched shapes; batched adds a leading ``[B]``).

@@ -55,13 +55,12 @@ on last steps, the truncation cap and legal-action checks):
 Two-player games where a player can move twice in a row (checkers
 multi-jumps, mancala and oware extra turns) are accepted and reported
 faithfully (``to_play`` repeats), but the planner and n-step targets assume
-alternating turns (DESIGN §3); the bridge warns the first time it sees one.
+alternating turns (DESIGN §3); the host pool warns the first time it sees one.
 """
 
 from __future__ import annotations
 
 import difflib
-import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -244,7 +243,6 @@ class OpenSpielEnv(HostEnv):
             raise ConfigError(msg) from None
         self._no_legal = np.zeros((self.spec.num_actions,), bool)
         self._state = None
-        self._warned = False
 
     @property
     def game(self):
@@ -290,15 +288,6 @@ class OpenSpielEnv(HostEnv):
             reward = float(s.returns()[mover]) if terminated else 0.0
         else:
             reward = float(s.rewards()[mover])
-        if self._num_players == 2 and not terminated and not self._warned and int(s.current_player()) == mover:
-            self._warned = True
-            warnings.warn(
-                f"{self.spec.name}: player {mover} moved twice in a row; the planner and the n-step targets "
-                "assume two-player games alternate turns (DESIGN §3), so values will be learned for the wrong "
-                "player after such moves",
-                RuntimeWarning,
-                stacklevel=2,
-            )
         return self._game_step(reward, terminated, mover)
 
     def render(self) -> str | None:

@@ -20,16 +20,22 @@ fields are numpy arrays with a leading ``[B]`` axis.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing as mp
+import os
+import signal
 import sys
+import threading
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from moozi.envs.contract import EnvSpec, IllegalActionError, TimeStep
+from moozi.config import ConfigError
+from moozi.envs.contract import EnvSpec, GameContractError, IllegalActionError, TimeStep
 from moozi.envs.host import GameStep, HostEnv
 
 
@@ -51,13 +57,42 @@ class EnvFactory:
 
 def import_modules(modules: Sequence[str]) -> None:
     """Import the user's game modules (they call ``moozi.envs.register``); the working
-    directory is searched too, so ``my_game.py`` next to the user works like it does for ``python -m``."""
+    directory is searched too, so ``my_game.py`` next to the user works like it does for ``python -m``.
+
+    Raises ConfigError naming ``env.modules``, the working directory and the import error.
+    """
     if not modules:
         return
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
     for m in modules:
-        importlib.import_module(m)
+        try:
+            module = importlib.import_module(m)
+        except Exception as err:
+            raise ConfigError(
+                f"env.modules: cannot import {m!r} ({type(err).__name__}: {err}); the working directory "
+                f"{os.getcwd()} is on the import path: run moozi from the folder that holds "
+                f"{m.replace('.', '/')}.py, or install the module") from err
+        if getattr(module, "__file__", None) is None:  # a folder without __init__.py took the name
+            where = ", ".join(str(p) for p in getattr(module, "__path__", []))
+            raise ConfigError(
+                f"env.modules: {m!r} was found as the folder {where}, not as a module file: a folder of the "
+                f"same name shadows it (working directory {os.getcwd()}); rename the folder or the module")
+
+
+def module_origins(modules: Sequence[str]) -> str:
+    """Where each imported module of ``modules`` came from (for error messages)."""
+    return "; ".join(f"{m} from {getattr(sys.modules.get(m), '__file__', None) or 'nowhere'}" for m in modules)
+
+
+_warned_turns = False
+
+
+def _warn_turns(message: str) -> None:
+    """Warn once per process that a two-player game did not alternate turns."""
+    global _warned_turns
+    _warned_turns = True
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def episode_seed(seed: int, env_index: int, episode: int) -> int:
@@ -99,27 +134,41 @@ class _Slot:
         self.episode_step = 0
         self.is_last = True
         self.legal = np.zeros((self.spec.num_actions,), bool)
+        self.to_play = -1
+
+    def _broken(self, first: bool, what: str) -> GameContractError:
+        method = "reset" if first else "step"
+        return GameContractError(f"{self.spec.name} ({type(self.env).__name__}.{method}): {what}")
 
     def _timestep(self, g: GameStep, first: bool) -> dict:
         spec = self.spec
+        if not isinstance(g, GameStep):
+            raise self._broken(first, f"returned a {type(g).__name__}; it must return a moozi.envs.host.GameStep")
         obs = np.asarray(g.observation)
         if obs.shape != spec.observation_shape:
             if obs.size != int(np.prod(spec.observation_shape)):
-                raise ValueError(
-                    f"{spec.name}: the bridge returned an observation of shape {obs.shape}; "
-                    f"its spec declares {spec.observation_shape}"
-                )
+                raise self._broken(first, f"returned an observation of shape {obs.shape}; its spec declares "
+                                          f"observation_shape = {spec.observation_shape}")
             obs = obs.reshape(spec.observation_shape)
         legal = np.asarray(g.legal_actions, bool).reshape(-1)
         if legal.shape != (spec.num_actions,):
-            raise ValueError(f"{spec.name}: legal_actions has shape {legal.shape}; expected ({spec.num_actions},)")
+            raise self._broken(first, f"legal_actions has shape {legal.shape}; expected ({spec.num_actions},) "
+                                      "(spec.num_actions)")
+        if not np.isfinite(g.reward):
+            raise self._broken(first, f"returned reward = {g.reward!r}; rewards must be finite numbers")
         terminated = bool(g.terminated) and not first
         truncated = (bool(g.truncated) and not first) or (
             not terminated and spec.max_episode_steps is not None and self.episode_step >= spec.max_episode_steps
         )
         last = terminated or truncated
         if not last and not legal.any():
-            raise ValueError(f"{spec.name}: no legal action on a step that does not end the episode")
+            raise self._broken(first, "no legal action on a step that does not end the episode")
+        to_play = int(g.to_play)
+        if spec.num_players == 2 and not first and not last and to_play == self.to_play and not _warned_turns:
+            _warn_turns(f"{spec.name} ({type(self.env).__name__}.step): player {to_play} moved twice in a row; "
+                        "the planner and the n-step targets assume two-player games alternate turns "
+                        "(docs/custom-game.md), so values are learned for the wrong player after such moves")
+        self.to_play = to_play
         self.is_last = last
         self.legal = np.zeros_like(legal) if last else legal
         return dict(
@@ -129,7 +178,7 @@ class _Slot:
             is_last=last,
             is_terminal=terminated,
             legal_actions=self.legal,
-            to_play=np.int32(g.to_play),
+            to_play=np.int32(to_play),
         )
 
     def reset(self) -> dict:
@@ -193,6 +242,7 @@ class _Envs:
 
 
 def _worker(conn, factory, indices, seed) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the run on Ctrl-C and closes us
     try:
         envs = _Envs(factory, indices, seed)
         conn.send(("ok", None))
@@ -216,13 +266,27 @@ def _worker(conn, factory, indices, seed) -> None:
     conn.close()
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Ignore SIGINT while a child process is started (it inherits the disposition; main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Remote:
     """A worker process holding a slice of the pool."""
 
     def __init__(self, ctx, factory, indices, seed):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker, args=(child, factory, list(indices), seed), daemon=True)
-        self.proc.start()
+        with _sigint_ignored():  # a Ctrl-C while the child starts up must not print its traceback
+            self.proc.start()
         child.close()
         self._receive()
 

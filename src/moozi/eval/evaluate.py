@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import jax
@@ -23,12 +24,17 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
 
     config = load_run_config(run_dir)
     env, model = build_parts(config)
-    try:
-        opp = make_opponent(opponent, config.env.name, path=env.spec.path)
-    except ValueError as err:
-        raise ConfigError(f"--opponent {opponent}: {err}") from err
-    params, meta = load_params(run_dir, model)
     two_player = env.spec.two_player
+    opp = None
+    if two_player:
+        try:
+            opp = make_opponent(opponent, config.env.name, path=env.spec.path)
+        except ValueError as err:
+            raise ConfigError(f"--opponent {opponent}: {err}") from err
+    elif opponent != "random":
+        logging.getLogger("moozi").warning("%s is a single-player game: --opponent %s is ignored",
+                                           config.env.name, opponent)
+    params, meta = load_params(run_dir, model, env_name=config.env.name)
     num_envs = min(games, 128)
     if two_player and num_envs % 2:
         num_envs = max(num_envs - 1, 2)

@@ -79,6 +79,17 @@ def logits_to_scalar(logits, transform: str = "phi"):
 TRANSFORMS = ("phi", "identity")
 
 
+def outside_support(x, support_size: int, transform: str = "phi"):
+    """``[...]`` bool: scalars beyond what the categorical support represents (their targets get clipped)."""
+    y = x if transform == "identity" else phi(x)
+    return jnp.abs(y) > support_size
+
+
+def max_representable(support_size: int, transform: str = "phi") -> float:
+    """The largest magnitude a value or reward head can represent (``S``, or phi^-1(S))."""
+    return float(support_size) if transform == "identity" else float(phi_inverse(float(support_size)))
+
+
 def scalar_to_target(x, support_size: int, transform: str = "phi"):
     """Categorical target ``[..., 2S + 1]`` of scalar ``x``: two-hot of phi(x) (``"phi"``) or of x (``"identity"``).
 

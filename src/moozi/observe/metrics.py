@@ -4,6 +4,7 @@ Layout inside a run directory::
 
     run_dir/
       metrics.jsonl   one JSON object per :meth:`MetricsWriter.write` call
+      metrics.rewound.jsonl  records set aside by :meth:`MetricsWriter.rewind` (a restore)
       tb/             TensorBoard event files (tensorboardX), one per writer opened
       train.log       the ``moozi`` logger (:func:`setup_logging`)
 
@@ -30,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 
 METRICS_FILE = "metrics.jsonl"
+REWOUND_FILE = "metrics.rewound.jsonl"
 TB_DIR = "tb"
 LOG_FILE = "train.log"
 RESERVED_KEYS = ("step", "wall_time")
@@ -82,15 +84,22 @@ class MetricsWriter:
     Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True):
-        """Open (create) ``run_dir`` for appending metrics."""
+    def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True, rewind_to: int | None = None):
+        """Open (create) ``run_dir`` for appending metrics (``rewind_to``: see :meth:`rewind`)."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / METRICS_FILE
-        _drop_partial_last_line(self.path)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._tensorboard = tensorboard
+        self._file = None
         self._tb = None
-        if tensorboard:
+        self._open(rewind_to)
+
+    def _open(self, rewind_to: int | None) -> None:
+        _drop_partial_last_line(self.path)
+        if rewind_to is not None:
+            _cut_after(self.path, int(rewind_to), self.run_dir / REWOUND_FILE)
+        self._file = open(self.path, "a", encoding="utf-8")
+        if self._tensorboard:
             try:
                 from tensorboardX import SummaryWriter
             except ImportError:
@@ -100,7 +109,19 @@ class MetricsWriter:
                     self.path,
                 )
             else:
-                self._tb = SummaryWriter(str(self.run_dir / TB_DIR))
+                # purge_step hides events a resumed run writes again (TensorBoard drops steps >= it).
+                purge = None if rewind_to is None else int(rewind_to) + 1
+                self._tb = SummaryWriter(str(self.run_dir / TB_DIR), purge_step=purge)
+
+    def rewind(self, step: int) -> None:
+        """Continue from ``step`` (a run restored from a checkpoint): later records are moved out.
+
+        Records with a step above ``step`` are moved from ``metrics.jsonl`` to
+        ``metrics.rewound.jsonl`` (kept, never deleted) and TensorBoard hides
+        its events above ``step``, so every curve's counters only go forward.
+        """
+        self.close()
+        self._open(step)
 
     @property
     def tensorboard(self) -> bool:
@@ -126,8 +147,11 @@ class MetricsWriter:
             values[key] = _scalar(key, value)
         record: dict[str, Any] = {"step": step, "wall_time": time.time()}
         record.update({k: _json_value(v) for k, v in values.items()})
-        self._file.write(json.dumps(record, allow_nan=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(record, allow_nan=False) + "\n")
+            self._file.flush()
+        except OSError as e:  # name the file (a full disk's error does not)
+            raise OSError(e.errno, e.strerror, str(self.path)) from e
         if self._tb is not None:
             for key, value in values.items():
                 self._tb.add_scalar(key, value, step)
@@ -192,6 +216,33 @@ def _drop_partial_last_line(path: Path) -> None:
             pos = start
         _log.warning("dropping a partial last line (%d bytes) from %s", size - cut, path)
         f.truncate(cut)
+
+
+def _cut_after(path: Path, step: int, rewound: Path) -> None:
+    """Keep the records of ``path`` up to ``step``; append the later ones to ``rewound`` (atomic rewrite)."""
+    if not path.exists():
+        return
+    keep, moved = [], []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            later = int(json.loads(line).get("step", 0)) > step
+        except (ValueError, AttributeError, TypeError):
+            later = False
+        (moved if later else keep).append(line)
+    if not moved:
+        return
+    with open(rewound, "a", encoding="utf-8") as f:
+        f.writelines(moved)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _log.warning("%d metrics records after env step %d (work done after the restored checkpoint) moved to %s",
+                 len(moved), step, rewound)
 
 
 def _decode_value(v: Any) -> Any:
