@@ -104,3 +104,15 @@ class Endless(Silent):
     def step(self, action):
         self.t += 1
         return GameStep(np.zeros((1, 1, 2), np.float32), np.array([True, True]))
+
+
+class Loud(Silent):
+    """Rewards far outside a [-1, 1] support: 10 on the last of 5 moves."""
+
+    def __init__(self):
+        super().__init__()
+        self.spec = EnvSpec("edges:loud", (1, 1, 2), 2, path="host")
+
+    def step(self, action):
+        g = super().step(action)
+        return GameStep(g.observation, g.legal_actions, reward=10.0 if g.terminated else 0.0, terminated=g.terminated)

@@ -132,3 +132,55 @@ def test_setup_logging_writes_file_without_duplicates(tmp_path):
                 logger.removeHandler(h)
                 h.close()
         logger.setLevel(before_level)
+
+
+# ----------------------------------------------------------------------------- health verdict (hand-computed)
+
+
+def test_health_flags_a_test_return_that_does_not_improve():
+    from moozi.observe.health import assess
+
+    flat = assess([-500.0] * 8, [0.5] * 8, [500.0] * 8, num_actions=3, two_player=False, patience=4)
+    assert not flat.ok and flat.metrics["health/ok"] == 0.0
+    assert flat.reasons[0] == ("test return not improving: median -500 over the last 4 tests, -500 over the "
+                               "first 4 (fine only if that is the best the game allows)")
+    # the extra context: smoothed entropy 0.5 / log(3) = 0.4551, episode length at 100% of its longest
+    assert flat.reasons[1] == "search policy entropy 46% of uniform"
+    assert flat.metrics["health/entropy_fraction"] == pytest.approx(0.5 / np.log(3))
+    assert flat.reasons[2] == "episode length 500.0 (100% of the longest average)"
+    # fewer than two windows of tests: not judged yet
+    assert assess([-500.0] * 7, [], [], 3, False, patience=4).ok
+    # one lucky test in the last window does not clear it (median of [-500, -500, -500, -100] = -500)
+    assert not assess([-500.0] * 7 + [-100.0], [], [], 3, False, patience=4).ok
+    # nor does one lucky first test raise the bar: first window [0.6, 0.2, 0.2, 0.2] has median 0.2
+    assert assess([0.6, 0.2, 0.2, 0.2, 0.4, 0.5, 0.3, 0.4], [], [], 3, False, patience=4).ok  # median 0.4 > 0.2
+    assert not assess([-500.0, -300.0] + [-500.0] * 6, [], [], 3, False, patience=4).ok
+    assert assess([1.0] * 20, [], [], 3, False, patience=0).ok  # patience 0: off
+    # tests since the best: best 3.0 at index 1 of 4 tests -> 2
+    assert assess([1.0, 3.0, 2.0, 2.5], [], [], 2, False, 8).metrics["health/tests_since_best"] == 2.0
+
+
+def test_health_flags_collapsed_self_play_games_only_in_two_player_games():
+    from moozi.observe.health import assess
+
+    lengths = [60.0, 60.0, 60.0, 12.0, 10.0, 8.0]  # smoothed (window 3): max 60, last (12 + 10 + 8) / 3 = 10
+    go = assess([0.0], [], lengths, num_actions=82, two_player=True, patience=8)
+    assert not go.ok and go.metrics["health/length_ratio"] == pytest.approx(10 / 60)
+    assert go.reasons[0] == "self-play games collapsed to 10.0 moves (17% of the longest average, 60.0)"
+    # a single-player game that reaches its goal sooner is learning, not collapsing
+    assert assess([0.0, 1.0], [], lengths, num_actions=2, two_player=False, patience=8).ok
+
+
+def test_support_limits():
+    import jax.numpy as jnp
+
+    from moozi.model.transform import max_representable, outside_support
+
+    assert max_representable(1, "identity") == 1.0
+    # phi^-1(30) = u^2 - 1 with u the root of eps u^2 + u - 31.001 = 0 (eps = 1e-3): u = 30.10...
+    u = (-1 + np.sqrt(1 + 4e-3 * 31.001)) / 2e-3
+    assert max_representable(30, "phi") == pytest.approx(u * u - 1, rel=1e-5)
+    x = jnp.array([-1.5, -1.0, 0.3, 1.0, 2.0])
+    assert outside_support(x, 1, "identity").tolist() == [True, False, False, False, True]
+    # phi(3) = sqrt(4) - 1 + 0.003 = 1.003 > 1; phi(2.9) = 0.9732 + 0.0029 < 1
+    assert outside_support(jnp.array([3.0, 2.9, -3.0]), 1, "phi").tolist() == [True, False, True]

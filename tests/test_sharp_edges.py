@@ -47,7 +47,7 @@ TINY_HOST = {
 @pytest.fixture(scope="module", autouse=True)
 def toy_games():
     for name, cls in (("edges:silent", _pool_games.Silent), ("edges:wrong-shape", _pool_games.WrongShape),
-                      ("edges:endless", _pool_games.Endless)):
+                      ("edges:endless", _pool_games.Endless), ("edges:loud", _pool_games.Loud)):
         register(name, cls, path="host", overwrite=True)
     yield
     unregister("edges:")
@@ -303,9 +303,24 @@ def test_a_game_where_nothing_can_be_learned_is_flagged(tmp_path, capsys):
     run = tmp_path / "r"
     assert main(["train", "--preset", preset, "--run-dir", str(run)]) == 0
     err = _err(capsys)
-    assert "health: test return has not improved in 3 tests" in err
+    assert "health: test return not improving: median 0 over the last 3 tests, 0 over the first 3" in err
     rows = [r for r in read_metrics(run) if "health/ok" in r]
     assert rows and rows[-1]["health/ok"] == 0
+
+
+# --------------------------------------------------------------------- 5. rewards outside the support
+
+
+def test_rewards_outside_the_support_are_reported_not_clipped_silently(tmp_path, capsys):
+    preset = _preset(tmp_path, env={"name": "edges:loud"}, schedule={"max_env_steps": 40},
+                     testing={"every": 0})
+    run = tmp_path / "r"
+    assert main(["train", "--preset", preset, "--run-dir", str(run)]) == 0
+    err = _err(capsys)
+    assert "of reward targets fall outside what model.value_transform = identity with model.support_size = 1" in err
+    assert "(|x| <= 1)" in err
+    rows = [r for r in read_metrics(run) if "targets/reward_outside_support" in r]
+    assert rows and max(r["targets/reward_outside_support"] for r in rows) > 0
 
 
 # --------------------------------------------------------------------- 3. Ctrl-C

@@ -281,7 +281,7 @@ def _log_console(console=None) -> None:
             if console is not None:
                 from rich.text import Text
 
-                console.print(Text(msg, style="yellow" if record.levelno < logging.ERROR else "red"))
+                console.print(Text(msg, style="yellow" if record.levelno < logging.ERROR else "red"), soft_wrap=True)
             else:
                 print(msg, file=sys.stderr)
 

@@ -539,9 +539,9 @@ class TestingConfig:
     episodes: episodes per test (every test environment plays the same number).
     envs: environments used for testing.
     steps_per_segment: acting steps per test rollout call (device games).
-    health_tests: tests after which a test return that never beat the first
-      one is flagged on the console and as ``health/ok = 0`` (0: never; see
-      moozi.observe.health).
+    health_tests: when the median test return of the last this-many tests is
+      no better than that of the first this-many, the run is flagged on the console and
+      as ``health/ok = 0`` (0: never; see moozi.observe.health).
     """
 
     __test__ = False  # not a pytest class

@@ -60,6 +60,7 @@ from moozi.workers import agent_return
 log = logging.getLogger("moozi")
 
 NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
+HEALTH_REPEAT_S = 600.0  # a health verdict that flaps is warned about at most this often
 
 COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
             "reanalyzed_positions", "restarts")
@@ -150,6 +151,7 @@ class Trainer:
             self.last_test: dict[str, float] = {}
             self._deadline = None
             self._warned_support = False
+            self._health_warned_at = -math.inf
             self.health = Health(ok=True)
             self._history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
             if resume:
@@ -793,11 +795,14 @@ class Trainer:
         h = self._history
         health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
                         self.config.testing.health_tests)
-        if not health.ok and self.health.ok:
-            log.warning("health: %s. The run may not be learning: see \"What decides whether a game learns\" "
-                        "in docs/custom-game.md", health.line())
+        now = time.monotonic()
+        if not health.ok and self.health.ok:  # warned once, then again only after a quiet spell (no flapping)
+            if now - self._health_warned_at > HEALTH_REPEAT_S:
+                self._health_warned_at = now
+                log.warning("health: %s. The run may not be learning: see \"What decides whether a game learns\" "
+                            "in docs/custom-game.md", health.line())
         elif health.ok and not self.health.ok:
-            log.warning("health: ok again")
+            log.info("health: ok again")
         self.health = health
         return health.metrics
 
