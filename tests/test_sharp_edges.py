@@ -228,6 +228,8 @@ def test_a_game_that_breaks_the_contract_gets_one_line(tmp_path, capsys):
     err = _err(capsys).strip().splitlines()
     assert len(err) == 1, err
     assert "edges:wrong-shape (WrongShape.reset)" in err[0] and "observation of shape (4,)" in err[0]
+    log = (tmp_path / "r" / "train.log").read_text()
+    assert "GameContractError" in log and "Traceback" in log  # the full story is in train.log
 
 
 def test_eval_on_checkpoints_of_another_game(two_checkpoints, tmp_path, capsys):

@@ -291,8 +291,6 @@ def _log_console(console=None) -> None:
     handler._moozi_console = True
     logger.addHandler(handler)
     logger.propagate = False
-    if logger.level == logging.NOTSET or logger.level > logging.INFO:
-        logger.setLevel(logging.INFO)
 
 
 _interrupted = False

@@ -767,6 +767,7 @@ class Trainer:
         out.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
                     "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
                     "wall_s": self.counters["wall_s"], "params_version": self.version})
+        self._check_support(out)
         out.update(self._check_health(out))
         self.metrics.write(out, step=self.counters["env_steps"])
         self._report["since"] = (now, self.counters["env_steps"], self.counters["updates"])
@@ -780,18 +781,23 @@ class Trainer:
             if key in row:
                 self._history[name].append(float(row[key]))
 
-    def _check_health(self, row: dict) -> dict:
-        """``health/*`` metrics for this row; a console warning when the verdict turns bad (or good again)."""
-        self._remember(row)
+    def _check_support(self, row: dict) -> None:
+        """Warn once when value or reward targets fall outside the model's support (they are clipped)."""
         outside = {k: row.get(f"targets/{k}_outside_support", 0.0) for k in ("value", "reward")}
-        if any(v > 0 for v in outside.values()) and not self._warned_support:
-            self._warned_support = True
-            m = self.config.model
-            log.warning("%s targets fall outside what model.value_transform = %s with model.support_size = %d "
-                        "represents (|x| <= %.4g) and are clipped to its edge: raise model.support_size, use "
-                        "value_transform phi, or scale the game's rewards down (docs/custom-game.md)",
-                        " and ".join(f"{v:.1%} of {k}" for k, v in outside.items() if v > 0), m.value_transform,
-                        m.support_size, max_representable(m.support_size, m.value_transform))
+        if self._warned_support or not any(v > 0 for v in outside.values()):
+            return
+        self._warned_support = True
+        m = self.config.model
+        fix = "use value_transform phi or raise model.support_size" if m.value_transform == "identity" else \
+            "raise model.support_size or scale the game's rewards down"
+        log.warning("%s targets fall outside what model.value_transform = %s with model.support_size = %d "
+                    "represents (|x| <= %.4g) and are clipped to its edge: %s (docs/custom-game.md)",
+                    " and ".join(f"{v:.1%} of {k}" for k, v in outside.items() if v > 0), m.value_transform,
+                    m.support_size, max_representable(m.support_size, m.value_transform), fix)
+
+    def _check_health(self, row: dict) -> dict:
+        """``health/*`` metrics for this row; a console warning when the verdict turns bad."""
+        self._remember(row)
         h = self._history
         health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
                         self.config.testing.health_tests)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -154,7 +155,7 @@ class _Slot:
         if legal.shape != (spec.num_actions,):
             raise self._broken(first, f"legal_actions has shape {legal.shape}; expected ({spec.num_actions},) "
                                       "(spec.num_actions)")
-        if not np.isfinite(g.reward):
+        if not math.isfinite(g.reward):
             raise self._broken(first, f"returned reward = {g.reward!r}; rewards must be finite numbers")
         terminated = bool(g.terminated) and not first
         truncated = (bool(g.truncated) and not first) or (
