@@ -256,21 +256,9 @@ def test_train_and_eval_catch_from_its_folder(tmp_path):
 
 def _walks(run_dir: Path, games: int = 64) -> list[tuple[list[int], bool]]:
     """Greedy test games of a trained Corridor run: (the moves, ended at the goal) of each."""
-    import jax
+    from moozi.eval.evaluate import play
 
-    from moozi.driver import build_parts, load_params, load_run_config
-    from moozi.workers import make_actor, play_games
-
-    config = load_run_config(run_dir)
-    env, model = build_parts(config)
-    params, _ = load_params(run_dir, model, env_name=config.env.name)
-    actor = make_actor(config, env, model, "test", jax.random.key(1), seed=123, num_envs=16)
-    try:
-        actor.set_params(0, params)
-        episodes = play_games(actor, games)
-    finally:
-        actor.close()
-        env.close()
+    _, _, episodes, _ = play(run_dir, games=games, seed=1)
     out = []
     for e in episodes:
         t = e.trajectory

@@ -13,12 +13,11 @@ from moozi.driver import build_parts, load_params, load_run_config
 from moozi.workers import agent_return, make_actor, play_games
 
 
-def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0) -> dict:
-    """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
+def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0):
+    """Play ``games`` games of a run's newest good checkpoint (test planner, greedy moves).
 
-    Two-player games: the agent takes each seat in half of the games (exactly
-    half when ``games`` is even); results are from the agent's point of view.
-    Single-player games ignore the opponent and report returns.
+    Returns ``(config, two_player, episodes, checkpoint metadata)``; each
+    :class:`~moozi.workers.Episode` holds the whole trajectory and the agent's seat.
     """
     from moozi.eval.perfect import make_opponent
 
@@ -46,6 +45,17 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
     finally:
         actor.close()
         env.close()
+    return config, two_player, results, meta
+
+
+def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0) -> dict:
+    """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
+
+    Two-player games: the agent takes each seat in half of the games (exactly
+    half when ``games`` is even); results are from the agent's point of view.
+    Single-player games ignore the opponent and report returns.
+    """
+    config, two_player, results, meta = play(run_dir, opponent, games, seed)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {
