@@ -184,3 +184,22 @@ def test_support_limits():
     assert outside_support(x, 1, "identity").tolist() == [True, False, False, False, True]
     # phi(3) = sqrt(4) - 1 + 0.003 = 1.003 > 1; phi(2.9) = 0.9732 + 0.0029 < 1
     assert outside_support(jnp.array([3.0, 2.9, -3.0]), 1, "phi").tolist() == [True, False, True]
+
+
+def test_rewind_moves_later_records_aside_and_tensorboard_hides_them(tmp_path):
+    """A restore to step 5: metrics.jsonl and TensorBoard both continue from 5 (even within the same second)."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    w = MetricsWriter(tmp_path)
+    for s in range(1, 11):
+        w.write({"x": float(s)}, step=s)
+    w.rewind(5)
+    for s in range(6, 9):
+        w.write({"x": 100.0 + s}, step=s)
+    w.close()
+    assert [(r["step"], r["x"]) for r in read_metrics(tmp_path)] == [(s, float(s)) for s in range(1, 6)] + [
+        (s, 100.0 + s) for s in range(6, 9)]
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.rewound.jsonl")] == [6, 7, 8, 9, 10]
+    a = accumulator.EventAccumulator(str(tmp_path / "tb"))
+    a.Reload()
+    assert [(e.step, e.value) for e in a.Scalars("x")] == [(s, float(s)) for s in range(1, 6)] + [
+        (s, 100.0 + s) for s in range(6, 9)]

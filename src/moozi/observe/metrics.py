@@ -111,7 +111,11 @@ class MetricsWriter:
             else:
                 # purge_step hides events a resumed run writes again (TensorBoard drops steps >= it).
                 purge = None if rewind_to is None else int(rewind_to) + 1
-                self._tb = SummaryWriter(str(self.run_dir / TB_DIR), purge_step=purge)
+                # Event files are named by the second they were opened in: a second writer opened within
+                # the same second would truncate the first one's file. A nanosecond suffix keeps them apart
+                # and in the order TensorBoard must read them (it sorts by name) for purge_step to apply.
+                self._tb = SummaryWriter(str(self.run_dir / TB_DIR), purge_step=purge,
+                                         filename_suffix=f".{time.time_ns()}")
 
     def rewind(self, step: int) -> None:
         """Continue from ``step`` (a run restored from a checkpoint): later records are moved out.
