@@ -358,3 +358,47 @@ def test_ctrl_c_with_environment_worker_processes(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert json.loads(out.strip().splitlines()[-1])["env_steps"] > 0
     assert list_checkpoints(tmp_path / "r" / "checkpoints")  # stopped with a final checkpoint
+
+
+# --------------------------------------------------------------------- 7, 8. progress display, small ones
+
+
+def _text(renderable) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=120).print(renderable)
+    return out.getvalue()
+
+
+def test_progress_says_what_the_run_is_doing_and_times_this_invocation():
+    from moozi.cli import _Progress
+
+    p = _Progress("moozi train", 1.0, started=time.monotonic() - 30.0)
+    assert "starting: building the game and the model" in _text(p._render())
+    assert "30 s / 60 s" in _text(p._render())  # not dashes: this invocation's time against its --minutes
+    # a resumed run: this invocation's 30 s against its limit, the run's own total beside it
+    p({"env_steps": 100, "updates": 0, "wall_s": 500.0}, {}, {})
+    text = _text(p._render())
+    assert "acting: filling replay before the first update" in text and "(run total 500 s)" in text
+    p({"env_steps": 200, "updates": 4, "wall_s": 510.0}, {"health/ok": 1.0}, {"test/return_mean": 3.0})
+    text = _text(p._render())
+    assert "training" in text and "health" in text and "3.00" in text
+
+
+def test_each_checkpoint_is_logged_once(two_checkpoints):
+    log = (two_checkpoints / "train.log").read_text()
+    assert log.count("final checkpoint written") == 2  # two invocations, one final checkpoint each
+    assert "saved checkpoint" not in log  # the checkpoint module's own line is debug-level
+
+
+def test_tensorboard_comes_with_the_set_up_the_readme_gives():
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("tensorboard>=") for d in extras["tensorboard"])
+    install = next(line for line in (REPO / "Makefile").read_text().splitlines() if "pip install -q -e" in line)
+    assert "tensorboard" in install.split("[", 1)[1]
+    assert "moozi[tensorboard]" in (REPO / "README.md").read_text()
