@@ -355,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         print("moozi: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
+        if _interrupted:  # a Ctrl-C inside an import surfaces as that module's ImportError: it is the interrupt
+            print("moozi: interrupted", file=sys.stderr)
+            return 130
         message = _user_error(err)
         _drop_console(logger)
         if not getattr(err, "_moozi_logged", False) and any(getattr(h, "_moozi_run_log", False)
@@ -371,5 +374,23 @@ def main(argv: list[str] | None = None) -> int:
         logger.propagate = propagate
 
 
+def run() -> None:
+    """The ``moozi`` program: :func:`main`, then exit with its code.
+
+    After a Ctrl-C during start-up the process leaves with ``os._exit(130)``:
+    CPython remembers a KeyboardInterrupt that passed through code some
+    libraries run at import time, and at a normal exit kills itself with
+    SIGINT even though moozi handled it (seen as exit -2 under ``python -m``).
+    """
+    import os
+
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
