@@ -1,0 +1,193 @@
+"""Learning benchmark: one preset, several seeds one after the other, and how well each run holds its target.
+
+Usage::
+
+    .venv/bin/python benchmarks/learning.py --preset cartpole --minutes 15 --seeds 0 1 2 --target 475 \
+        --eval-games 100 --out docs/results/learning/cartpole [KEY=VALUE ...]
+    .venv/bin/python benchmarks/learning.py --preset tictactoe --minutes 20 --seeds 0 1 2 --target 0.9 \
+        --opponent perfect --eval-games 100 --out runs/bench-ttt
+
+Per seed: ``moozi train --preset P --minutes M --seed S`` (a subprocess, so each
+run starts clean; KEY=VALUE overrides pass through), then from its metrics the
+time and env steps to the first test at or above ``--target``, the share of
+later tests at or above it, and a final evaluation of the last checkpoint with
+a 95% interval (single-player: mean return +- 1.96 standard errors;
+two-player: W/D/L against ``--opponent`` with Wilson intervals for the loss
+and win rates). Overall: median, min and max over the seeds.
+
+The machine's load is recorded (1-minute load average before each run, and the
+mean and max sampled during it) so a contended run is recognisable: with 2
+cores, a mean load well above 2 means something else shared the machine.
+
+Writes ``OUT/learning.json`` and ``OUT/learning.md`` (a table for
+docs/results), and keeps every run under ``OUT/seed-S/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from summarize_run import summarize  # noqa: E402
+
+Z95 = 1.959963984540054
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate ``k / n`` (``(0, 0)`` when n = 0)."""
+    if n == 0:
+        return 0.0, 0.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_interval(values) -> dict:
+    """Mean with a normal 95% interval (1.96 standard errors)."""
+    v = np.asarray(values, np.float64)
+    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
+    m = float(v.mean())
+    return {"mean": m, "low": m - Z95 * se, "high": m + Z95 * se, "n": int(v.size)}
+
+
+class LoadSampler:
+    """The 1-minute load average, sampled every ``every_s`` seconds in a thread."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s, self.samples = every_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(self.every_s):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def final_eval(run_dir: Path, games: int, opponent: str, seed: int) -> dict:
+    """The last checkpoint played ``games`` games (test planner, greedy), with 95% intervals."""
+    from moozi.eval.evaluate import play
+    from moozi.workers import agent_return
+
+    config, two_player, episodes, meta = play(run_dir, opponent, games, seed)
+    returns = np.array([agent_return(e.trajectory, e.agent_seat, two_player) for e in episodes])
+    out = {"games": int(returns.size), "updates": int(meta["counters"]["updates"]),
+           "env_steps": int(meta["counters"]["env_steps"]), "return": mean_interval(returns)}
+    if two_player:
+        seats = np.array([e.agent_seat for e in episodes])
+        n = int(returns.size)
+        wins, losses = int(np.sum(returns > 0)), int(np.sum(returns < 0))
+        out.update(opponent=opponent, wins=wins, draws=n - wins - losses, losses=losses,
+                   loss_rate_95=wilson(losses, n), win_rate_95=wilson(wins, n),
+                   losses_by_seat=[int(np.sum((returns < 0) & (seats == s))) for s in (0, 1)])
+    return out
+
+
+def run_seed(args, seed: int, out: Path) -> dict:
+    run = out / f"seed-{seed}"
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", args.preset, "--run-dir", str(run),
+           "--seed", str(seed), *(["--minutes", str(args.minutes)] if args.minutes else []), *args.overrides]
+    before = os.getloadavg()[0]
+    t = time.monotonic()
+    with LoadSampler(args.load_every_s) as load, open(out / f"seed-{seed}.log", "w") as log:
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"seed {seed}: `{' '.join(cmd)}` exited {proc.returncode}; see {out}/seed-{seed}.log")
+    result = {"seed": seed, "command": " ".join(cmd[2:]), "command_wall_s": round(wall, 1),
+              "load_before": round(before, 2),
+              "load_during_mean": round(float(np.mean(load.samples)), 2) if load.samples else None,
+              "load_during_max": round(float(np.max(load.samples)), 2) if load.samples else None,
+              **summarize(str(run), args.target)}
+    result["final_eval"] = final_eval(run, args.eval_games, args.opponent, seed=1000 + seed)
+    return result
+
+
+def overall(seeds: list[dict]) -> dict:
+    """Median, min and max over seeds of each headline number (None where a seed never reached the target)."""
+    def stats(values):
+        v = [x for x in values if x is not None]
+        if not v:
+            return None
+        return {"median": float(np.median(v)), "min": float(np.min(v)), "max": float(np.max(v)), "n": len(v)}
+
+    first = [s["first_at_target"] for s in seeds]
+    return {
+        "seeds": len(seeds),
+        "reached_target": sum(f is not None for f in first),
+        "first_at_target_wall_s": stats([f and f["wall_s"] for f in first]),
+        "first_at_target_env_steps": stats([f and f["env_steps"] for f in first]),
+        "later_share_at_target": stats([s.get("later_tests", {}).get("share_at_target") for s in seeds]),
+        "final_eval_return_mean": stats([s["final_eval"]["return"]["mean"] for s in seeds]),
+        "final_eval_losses": stats([s["final_eval"].get("losses") for s in seeds]),
+    }
+
+
+def markdown(report: dict) -> str:
+    a = report["args"]
+    lines = [f"`{a['preset']}`, target {a['target']}, {a['minutes']} min per seed, final evaluation over "
+             f"{a['eval_games']} games" + (f" against {a['opponent']}" if report["two_player"] else ""), "",
+             "| seed | first test >= target (s, env steps) | later tests >= target | final evaluation (95%) "
+             "| load before / during (mean, max) |", "| --- | --- | --- | --- | --- |"]
+    for s in report["per_seed"]:
+        f = s["first_at_target"]
+        first = "not reached" if f is None else f"{f['wall_s']:.0f} s, {f['env_steps']:,}"
+        later = s.get("later_tests")
+        held = "-" if not later else f"{later['share_at_target']:.0%} of {later['n']} (median {later['median']:.3g})"
+        e = s["final_eval"]
+        r = e["return"]
+        ev = f"{r['mean']:.3g} [{r['low']:.3g}, {r['high']:.3g}]"
+        if "losses" in e:
+            lo, hi = e["loss_rate_95"]
+            ev = f"{e['wins']} / {e['draws']} / {e['losses']} (loss rate [{lo:.3f}, {hi:.3f}])"
+        load = f"{s['load_before']} / {s['load_during_mean']}, {s['load_during_max']}"
+        lines.append(f"| {s['seed']} | {first} | {held} | {ev} | {load} |")
+    o = report["overall"]
+    lines.append("")
+    lines.append(f"Reached the target in {o['reached_target']} of {o['seeds']} seeds.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", required=True)
+    p.add_argument("--minutes", type=float, default=None, help="per seed (leave out with schedule.max_env_steps)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--target", type=float, required=True, help="test/return_mean to reach")
+    p.add_argument("--eval-games", type=int, default=100)
+    p.add_argument("--opponent", default="random", help="two-player games: random or perfect")
+    p.add_argument("--out", required=True)
+    p.add_argument("--load-every-s", type=float, default=5.0)
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = [run_seed(args, s, out) for s in args.seeds]
+    report = {"args": vars(args), "cores": os.cpu_count(), "two_player": "losses" in seeds[0]["final_eval"],
+              "per_seed": seeds, "overall": overall(seeds)}
+    (out / "learning.json").write_text(json.dumps(report, indent=1))
+    (out / "learning.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
