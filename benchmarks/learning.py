@@ -112,7 +112,7 @@ def run_seed(args, seed: int, out: Path) -> dict:
     wall = time.monotonic() - t
     if proc.returncode != 0:
         raise SystemExit(f"seed {seed}: `{' '.join(cmd)}` exited {proc.returncode}; see {out}/seed-{seed}.log")
-    result = {"seed": seed, "command": " ".join(cmd[2:]), "command_wall_s": round(wall, 1),
+    result = {"seed": seed, "command": "moozi " + " ".join(cmd[3:]), "command_wall_s": round(wall, 1),
               "load_before": round(before, 2),
               "load_during_mean": round(float(np.mean(load.samples)), 2) if load.samples else None,
               "load_during_max": round(float(np.max(load.samples)), 2) if load.samples else None,
