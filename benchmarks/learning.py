@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python benchmarks/learning.py --preset cartpole --minutes 15 --seeds 0 1 2 --target 475 \
         --eval-games 100 --out docs/results/learning/cartpole [KEY=VALUE ...]
     .venv/bin/python benchmarks/learning.py --preset tictactoe --minutes 20 --seeds 0 1 2 --target 0.9 \
-        --opponent perfect --eval-games 100 --out runs/bench-ttt
+        --opponent perfect --eval-games 100 --exact-tictactoe --out runs/bench-ttt
 
 Per seed: ``moozi train --preset P --minutes M --seed S`` (a subprocess, so each
 run starts clean; KEY=VALUE overrides pass through), then from its metrics the
@@ -13,7 +13,10 @@ time and env steps to the first test at or above ``--target``, the share of
 later tests at or above it, and a final evaluation of the last checkpoint with
 a 95% interval (single-player: mean return +- 1.96 standard errors;
 two-player: W/D/L against ``--opponent`` with Wilson intervals for the loss
-and win rates). Overall: median, min and max over the seeds.
+and win rates), and the same for the ``best`` checkpoint where the run kept
+one (testing.keep_best); with ``--exact-tictactoe`` also the exact loss
+probability per seat against the perfect player. Overall: median, min and max
+over the seeds.
 
 The machine's load is recorded (1-minute load average before each run, and the
 mean and max sampled during it) so a contended run is recognisable: with 2
@@ -82,14 +85,15 @@ class LoadSampler:
         self._thread.join()
 
 
-def final_eval(run_dir: Path, games: int, opponent: str, seed: int) -> dict:
-    """The last checkpoint played ``games`` games (test planner, greedy), with 95% intervals."""
+def final_eval(run_dir: Path, games: int, opponent: str, seed: int, checkpoint: str = "latest") -> dict:
+    """A checkpoint (the last, or ``best``) played ``games`` games (test planner, greedy), with 95% intervals."""
     from moozi.eval.evaluate import play
     from moozi.workers import agent_return
 
-    config, two_player, episodes, meta = play(run_dir, opponent, games, seed)
+    config, two_player, episodes, meta = play(run_dir, opponent, games, seed, checkpoint)
     returns = np.array([agent_return(e.trajectory, e.agent_seat, two_player) for e in episodes])
-    out = {"games": int(returns.size), "updates": int(meta["counters"]["updates"]),
+    out = {"checkpoint": checkpoint, "path": meta["path"], "games": int(returns.size),
+           "updates": int(meta["counters"]["updates"]),
            "env_steps": int(meta["counters"]["env_steps"]), "return": mean_interval(returns)}
     if two_player:
         seats = np.array([e.agent_seat for e in episodes])
@@ -118,7 +122,22 @@ def run_seed(args, seed: int, out: Path) -> dict:
               "load_during_max": round(float(np.max(load.samples)), 2) if load.samples else None,
               **summarize(str(run), args.target)}
     result["final_eval"] = final_eval(run, args.eval_games, args.opponent, seed=1000 + seed)
+    best = run / "checkpoints" / "best"
+    has_best = best.is_dir() and any(best.iterdir())
+    result["best_eval"] = (final_eval(run, args.eval_games, args.opponent, seed=1000 + seed, checkpoint="best")
+                           if has_best else None)
+    if args.exact_tictactoe:
+        from tictactoe_exact import exact_outcomes
+
+        result["exact"] = {which: _exact_summary(exact_outcomes(run, which))
+                           for which in (["latest", "best"] if has_best else ["latest"])}
     return result
+
+
+def _exact_summary(r: dict) -> dict:
+    """P(loss) per seat and the number of losing lines (tictactoe_exact.exact_outcomes)."""
+    return {"updates": r["updates"], **{f"p_loss_{seat}": r[seat]["loss"] for seat in ("first", "second")},
+            **{f"losing_lines_{seat}": len(r[seat]["lines"]) for seat in ("first", "second")}}
 
 
 def overall(seeds: list[dict]) -> dict:
@@ -138,28 +157,43 @@ def overall(seeds: list[dict]) -> dict:
         "later_share_at_target": stats([s.get("later_tests", {}).get("share_at_target") for s in seeds]),
         "final_eval_return_mean": stats([s["final_eval"]["return"]["mean"] for s in seeds]),
         "final_eval_losses": stats([s["final_eval"].get("losses") for s in seeds]),
+        "best_eval_return_mean": stats([(s.get("best_eval") or {}).get("return", {}).get("mean") for s in seeds]),
+        "best_eval_losses": stats([(s.get("best_eval") or {}).get("losses") for s in seeds]),
+        "exact_p_loss_latest": stats([max(s["exact"]["latest"]["p_loss_first"], s["exact"]["latest"]["p_loss_second"])
+                                      for s in seeds if "exact" in s]),
     }
+
+
+def _eval_cell(e: dict | None) -> str:
+    if not e:
+        return "-"
+    if "losses" in e:
+        lo, hi = e["loss_rate_95"]
+        return f"{e['wins']} / {e['draws']} / {e['losses']} (loss rate [{lo:.3f}, {hi:.3f}])"
+    r = e["return"]
+    return f"{r['mean']:.3g} [{r['low']:.3g}, {r['high']:.3g}] (update {e['updates']:,})"
 
 
 def markdown(report: dict) -> str:
     a = report["args"]
     lines = [f"`{a['preset']}`, target {a['target']}, {a['minutes']} min per seed, final evaluation over "
              f"{a['eval_games']} games" + (f" against {a['opponent']}" if report["two_player"] else ""), "",
-             "| seed | first test >= target (s, env steps) | later tests >= target | final evaluation (95%) "
-             "| load before / during (mean, max) |", "| --- | --- | --- | --- | --- |"]
+             "| seed | first test >= target (s, env steps) | later tests >= target | last checkpoint (95%) "
+             "| best checkpoint (95%) | load before / during (mean, max) |", "| --- | --- | --- | --- | --- | --- |"]
     for s in report["per_seed"]:
         f = s["first_at_target"]
         first = "not reached" if f is None else f"{f['wall_s']:.0f} s, {f['env_steps']:,}"
         later = s.get("later_tests")
         held = "-" if not later else f"{later['share_at_target']:.0%} of {later['n']} (median {later['median']:.3g})"
-        e = s["final_eval"]
-        r = e["return"]
-        ev = f"{r['mean']:.3g} [{r['low']:.3g}, {r['high']:.3g}]"
-        if "losses" in e:
-            lo, hi = e["loss_rate_95"]
-            ev = f"{e['wins']} / {e['draws']} / {e['losses']} (loss rate [{lo:.3f}, {hi:.3f}])"
         load = f"{s['load_before']} / {s['load_during_mean']}, {s['load_during_max']}"
-        lines.append(f"| {s['seed']} | {first} | {held} | {ev} | {load} |")
+        lines.append(f"| {s['seed']} | {first} | {held} | {_eval_cell(s['final_eval'])} "
+                     f"| {_eval_cell(s.get('best_eval'))} | {load} |")
+    if any("exact" in s for s in report["per_seed"]):
+        lines += ["", "Exact P(loss) against the perfect player (benchmarks/tictactoe_exact.py), moving first / "
+                  "second:", "", "| seed | last checkpoint | best checkpoint |", "| --- | --- | --- |"]
+        for s in report["per_seed"]:
+            cell = {w: f"{e['p_loss_first']:.4f} / {e['p_loss_second']:.4f}" for w, e in s["exact"].items()}
+            lines.append(f"| {s['seed']} | {cell['latest']} | {cell.get('best', '-')} |")
     o = report["overall"]
     lines.append("")
     lines.append(f"Reached the target in {o['reached_target']} of {o['seeds']} seeds.")
@@ -176,6 +210,8 @@ def main(argv=None) -> int:
     p.add_argument("--opponent", default="random", help="two-player games: random or perfect")
     p.add_argument("--out", required=True)
     p.add_argument("--load-every-s", type=float, default=5.0)
+    p.add_argument("--exact-tictactoe", action="store_true",
+                   help="tic-tac-toe runs: also the exact P(loss) per seat against the perfect player")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -106,3 +106,80 @@ def test_replayed_episodes_flow_back_by_source_id(model):
     assert out["reanalyze/trajectories"] == 1 and out["reanalyze/skipped"] == 1
     assert out["reanalyze/abs_dv"] == pytest.approx(1.0)
     np.testing.assert_allclose(learner.replay.get_trajectory(2).root_values, stored.root_values + 1.0)
+
+
+# --- holding the result at the end of a run (issue 15): budget decay, moving average ---------------
+
+def _leaves(tree):
+    return [np.asarray(x, np.float64) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def test_budget_lr_scale_goldens():
+    from moozi.update import budget_lr_scale
+
+    cos = LearnerConfig(lr_schedule="cosine", lr_decay_over="budget", lr_final_fraction=0.1)
+    # f + (1 - f) (1 + cos(pi p)) / 2: 1 at the start, 0.55 half way, the floor 0.1 at the end (and after)
+    assert [budget_lr_scale(cos, p) for p in (0.0, 0.5, 1.0, 1.7)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
+    lin = LearnerConfig(lr_schedule="linear", lr_decay_over="budget")
+    assert budget_lr_scale(lin, 0.25) == pytest.approx(0.75)  # 1 - (1 - 0) * 0.25
+    assert budget_lr_scale(LearnerConfig(lr_schedule="cosine"), 0.9) == 1.0  # decay over updates: in-graph
+    assert budget_lr_scale(LearnerConfig(lr_decay_over="budget"), 0.9) == 1.0  # constant schedule
+
+
+def test_in_graph_decay_ends_at_the_floor():
+    from moozi.update import learning_rate_schedule
+
+    c = LearnerConfig(learning_rate=0.5, lr_schedule="linear", decay_steps=10, lr_final_fraction=0.2)
+    assert float(learning_rate_schedule(c)(5)) == pytest.approx(0.5 - 0.4 * 0.5)
+    assert float(learning_rate_schedule(c)(10)) == pytest.approx(0.1)
+    budget = LearnerConfig(learning_rate=0.5, lr_schedule="linear", lr_decay_over="budget")
+    assert float(learning_rate_schedule(budget)(10**6)) == pytest.approx(0.5)  # the host scales it instead
+
+
+def test_lr_scale_zero_leaves_params_and_the_scale_is_logged(model):
+    learner = _learner(model)
+    before = _leaves(learner.state.params)
+    metrics = learner.train(2, 8, lr_scale=0.0)
+    assert learner.updates == 2 and metrics["train/learning_rate"] == 0.0
+    for x, y in zip(before, _leaves(learner.state.params)):
+        np.testing.assert_array_equal(x, y)
+    half = learner.train(1, 8, lr_scale=0.5)
+    assert half["train/learning_rate"] == pytest.approx(0.005)
+
+
+def test_moving_average_is_published_golden(model):
+    learner = Learner(model, SPEC, LearnerConfig(learning_rate=1e-2, ema_decay=0.9), TCFG, ReplayConfig(capacity=200),
+                      jax.random.key(0), replay_seed=0)
+    learner.add_episodes([_episode(9, s) for s in range(6)])
+    p0 = _leaves(learner.state.params)
+    learner.train(1, 8)
+    p1 = _leaves(learner.state.params)
+    _, published = learner.publish()
+    for a, b, e in zip(p0, p1, _leaves(published)):  # ema = 0.9 * p0 + 0.1 * p1 after one update
+        np.testing.assert_allclose(e, 0.9 * a + 0.1 * b, rtol=1e-5, atol=1e-7)
+    assert any(not np.allclose(b, e) for b, e in zip(p1, _leaves(published)))
+
+
+def test_checkpoint_without_average_restores_into_one(model, tmp_path):
+    from moozi.checkpoint import load_latest, save_checkpoint
+
+    plain = _learner(model)
+    plain.train(1, 8)
+    from flax.serialization import to_state_dict
+
+    assert "ema_params" not in to_state_dict(plain.state)  # without the average: what was always saved
+    save_checkpoint(tmp_path, 1, {"learner": plain.state_dict()}, {})
+    averaged = Learner(model, SPEC, LearnerConfig(ema_decay=0.99), TCFG, ReplayConfig(capacity=200),
+                       jax.random.key(1), replay_seed=0)
+    parts, _, _ = load_latest(tmp_path, {"learner": averaged.template()})
+    averaged.load_state_dict(parts["learner"])
+    for a, e in zip(_leaves(plain.state.params), _leaves(averaged.state.ema_params)):
+        np.testing.assert_array_equal(a, e)  # the average starts at the saved params
+    averaged.add_episodes([_episode(9, s) for s in range(6)])
+    averaged.train(1, 8)  # params and average are separate buffers (the state is donated)
+    back = Learner(model, SPEC, LearnerConfig(), TCFG, ReplayConfig(capacity=200), jax.random.key(2))
+    assert "ema_params" in to_state_dict(averaged.state)
+    save_checkpoint(tmp_path, 2, {"learner": averaged.state_dict()}, {})
+    parts, _, _ = load_latest(tmp_path, {"learner": back.template()})
+    back.load_state_dict(parts["learner"])  # and a run with the average turned off reads it, dropping it
+    assert back.state.ema_params is None and back.updates == 2

@@ -35,7 +35,7 @@ def test_mean_interval_golden():
 def test_two_seeds_end_to_end(tmp_path):
     out = tmp_path / "bench"
     assert learning.main(["--preset", "cartpole", "--seeds", "0", "1", "--target", "1", "--eval-games", "4",
-                          "--out", str(out), "--load-every-s", "0.5", *TINY]) == 0
+                          "--out", str(out), "--load-every-s", "0.5", *TINY, "testing.best_window=1"]) == 0
     report = json.loads((out / "learning.json").read_text())
     assert [s["seed"] for s in report["per_seed"]] == [0, 1]
     for s in report["per_seed"]:
@@ -43,6 +43,21 @@ def test_two_seeds_end_to_end(tmp_path):
         assert s["final_eval"]["games"] == 4 and s["final_eval"]["return"]["low"] <= s["final_eval"]["return"]["mean"]
         assert s["load_before"] >= 0 and s["env_steps"] == 64 and s["tests"] >= 1
         assert (out / f"seed-{s['seed']}" / "checkpoints").is_dir()
+        assert "/best/" in s["best_eval"]["path"] and s["best_eval"]["games"] == 4
     assert report["overall"]["reached_target"] == 2 and report["two_player"] is False
     table = (out / "learning.md").read_text()
     assert "| 0 |" in table and "| 1 |" in table and "Reached the target in 2 of 2 seeds." in table
+
+
+def test_exact_tictactoe_column(tmp_path):
+    out = tmp_path / "ttt"
+    assert learning.main(["--preset", "tictactoe", "--seeds", "0", "--target", "0", "--eval-games", "4",
+                          "--opponent", "perfect", "--exact-tictactoe", "--out", str(out), *TINY,
+                          "testing.best_window=1"]) == 0
+    report = json.loads((out / "learning.json").read_text())
+    exact = report["per_seed"][0]["exact"]
+    assert set(exact) == {"latest", "best"}
+    for e in exact.values():  # a barely trained agent: exact probabilities, and it loses some lines
+        assert 0.0 <= e["p_loss_first"] <= 1.0 and 0.0 <= e["p_loss_second"] <= 1.0
+        assert (e["losing_lines_first"] + e["losing_lines_second"] > 0) == (e["p_loss_first"] + e["p_loss_second"] > 0)
+    assert "Exact P(loss) against the perfect player" in (out / "learning.md").read_text()

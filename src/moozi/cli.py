@@ -189,7 +189,8 @@ def _eval(args: argparse.Namespace) -> int:
         print("moozi eval: --games must be >= 1", file=sys.stderr)
         return 2
     _log_console()
-    result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed)
+    result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
+                      checkpoint=args.checkpoint)
     print(json.dumps(result))
     return 0
 
@@ -231,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line",
-                        description="Play the newest good checkpoint of a run (test planner, greedy moves) and "
+                        description="Play a checkpoint of a run (test planner, greedy moves) and "
                                     "print one JSON line: wins/draws/losses (two-player games, the agent taking "
                                     "each seat in half the games) or return statistics (single-player games).")
     ev.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
@@ -240,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "only); single-player games have no opponent and ignore it (default random)")
     ev.add_argument("--games", type=int, default=100, help="games (episodes) to play (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
+    ev.add_argument("--checkpoint", default="latest", metavar="WHICH",
+                    help="latest (the newest good checkpoint, default), best (the params with the best test "
+                         "score, testing.keep_best) or an update count of a kept checkpoint")
     ev.set_defaults(func=_eval)
 
     presets = sub.add_parser("presets", help="list the preset names")

@@ -142,8 +142,18 @@ class LearnerConfig:
     lr_schedule: ``"constant"``, ``"cosine"`` (warmup then cosine decay to 0 at
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
     warmup_steps / decay_steps: schedule lengths in updates.
+    lr_decay_over: what the decay runs over: ``"updates"`` (``decay_steps``)
+      or ``"budget"``: the share of the run's budget used, the larger of
+      env steps / ``schedule.max_env_steps`` and elapsed / ``--minutes``
+      (the learning rate reaches its floor when the budget ends, whatever the
+      machine's speed; a resume with more ``--minutes`` extends the budget).
+    lr_final_fraction: the floor the decay ends at, as a fraction of
+      ``learning_rate`` (0: decay to 0).
     max_grad_norm: global-norm clipping threshold.
     target_update_period: updates between target-network refreshes.
+    ema_decay: 0 (off) or the decay of an exponential moving average of the
+      params (e.g. 0.99); when on, acting, testing, evaluation and checkpoints'
+      published params are the average, not the newest params.
     """
 
     value_coef: float = 0.25
@@ -153,8 +163,11 @@ class LearnerConfig:
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
     warmup_steps: int = 0
     decay_steps: int = 100_000
+    lr_decay_over: Literal["updates", "budget"] = "updates"
+    lr_final_fraction: float = 0.0
     max_grad_norm: float = 5.0
     target_update_period: int = 500
+    ema_decay: float = 0.0
 
     def __post_init__(self):
         o = "learner"
@@ -164,6 +177,9 @@ class LearnerConfig:
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))
         _nonneg_int(o, "warmup_steps", self.warmup_steps)
         _positive_int(o, "decay_steps", self.decay_steps)
+        _choice(o, "lr_decay_over", self.lr_decay_over, ("updates", "budget"))
+        _number_in(o, "lr_final_fraction", self.lr_final_fraction, 0.0, 1.0)
+        _number_in(o, "ema_decay", self.ema_decay, 0.0, 1.0, hi_open=True)
         _number_in(o, "max_grad_norm", self.max_grad_norm, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "target_update_period", self.target_update_period)
 
@@ -542,6 +558,10 @@ class TestingConfig:
     health_tests: when the median test return of the last this-many tests is
       no better than that of the first this-many, the run is flagged on the console and
       as ``health/ok = 0`` (0: never; see moozi.observe.health).
+    keep_best: keep the published params with the best test score as the
+      checkpoint ``checkpoints/best`` (``moozi eval RUN --checkpoint best``).
+    best_window: the score is the mean test return of the last this-many
+      tests (one test of a few episodes is noisy); ties go to the newer params.
     """
 
     __test__ = False  # not a pytest class
@@ -551,11 +571,15 @@ class TestingConfig:
     envs: int = 16
     steps_per_segment: int = 100
     health_tests: int = 8
+    keep_best: bool = True
+    best_window: int = 3
 
     def __post_init__(self):
         o = "testing"
         _nonneg_int(o, "every", self.every)
         _nonneg_int(o, "health_tests", self.health_tests)
+        _boolean(o, "keep_best", self.keep_best)
+        _positive_int(o, "best_window", self.best_window)
         for name in ("episodes", "envs", "steps_per_segment"):
             _positive_int(o, name, getattr(self, name))
 

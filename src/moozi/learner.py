@@ -216,8 +216,11 @@ class Learner:
 
     # ------------------------------------------------------------------ training
 
-    def train(self, num_updates: int, batch_size: int) -> dict[str, float]:
+    def train(self, num_updates: int, batch_size: int, lr_scale: float = 1.0) -> dict[str, float]:
         """Run ``num_updates`` updates; return their mean metrics (one host sync per call).
+
+        ``lr_scale`` multiplies the learning rate of this call's updates (the
+        driver's decay over the run's budget, :func:`moozi.update.budget_lr_scale`).
 
         Batches are prefetched one ahead: while the device runs update ``i``
         (asynchronous dispatch), the host samples and transfers batch
@@ -229,11 +232,12 @@ class Learner:
         if num_updates <= 0:
             return {}
         put = lambda s: jax.device_put((s.windows, s.positions, s.weights))  # noqa: E731
+        scale = jax.device_put(np.float32(lr_scale))  # an array, so a new value never recompiles
         sample = self.replay.sample(batch_size)
         batch = put(sample)
         ids, priorities, sums = [], [], None
         for i in range(num_updates):
-            self.state, metrics, prio = self._update(self.state, *batch)
+            self.state, metrics, prio = self._update(self.state, *batch, scale)
             ids.append(sample.ids)
             priorities.append(prio)
             sums = metrics if sums is None else jax.tree_util.tree_map(jnp.add, sums, metrics)
@@ -252,9 +256,13 @@ class Learner:
 
     # ------------------------------------------------------------------ params out
 
+    def acting_params(self):
+        """The params acting and testing use (device arrays): the moving average when ``ema_decay > 0``."""
+        return self.state.params if self.state.ema_params is None else self.state.ema_params
+
     def publish(self) -> tuple[int, object]:
-        """Make the current params the published ones: ``(new version, numpy params)``."""
-        self._published = jax.device_get(self.state.params)
+        """Make the current acting params the published ones: ``(new version, numpy params)``."""
+        self._published = jax.device_get(self.acting_params())
         self.version += 1
         return self.version, self._published
 

@@ -1,5 +1,6 @@
 """The learner's update step: Optax Adam with global-norm clipping, a
-learning-rate schedule, and a target network refreshed every P updates.
+learning-rate schedule, a target network refreshed every P updates and an
+optional moving average of the params.
 
 ``update_step`` is pure; :func:`make_update_fn` jits it with the model and
 config closed over. State owners (the learner) call it.
@@ -8,11 +9,12 @@ config closed over. State owners (the learner) call it.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
+from flax import serialization, struct
 
 from moozi.config import LearnerConfig, TargetConfig
 from moozi.losses import loss_fn
@@ -31,18 +33,68 @@ class TrainState:
         ``target_update_period`` updates; used for bootstrapped values by reanalyze).
       opt_state: Optax optimiser state.
       step: ``[]`` int32 number of updates done.
+      ema_params: exponential moving average of ``params`` (``learner.ema_decay
+        > 0``), else ``None`` (then checkpoints are the same as without it).
     """
 
     params: Params
     target_params: Params
     opt_state: optax.OptState
     step: jax.Array
+    ema_params: Params | None = None
+
+
+_FIELDS = ("params", "target_params", "opt_state", "step")
+
+
+def _train_state_dict(state: TrainState) -> dict:
+    """Checkpoint form: ``ema_params`` only when it exists, so runs without it save what they always saved."""
+    out = {k: serialization.to_state_dict(getattr(state, k)) for k in _FIELDS}
+    if state.ema_params is not None:
+        out["ema_params"] = serialization.to_state_dict(state.ema_params)
+    return out
+
+
+def _train_state_from_dict(template: TrainState, data: dict) -> TrainState:
+    """Restore into ``template``; a checkpoint without ``ema_params`` starts the average at its params."""
+    missing = [k for k in _FIELDS if k not in data]
+    if missing:
+        raise ValueError(f"Missing field {missing[0]} in state dict while restoring an instance of TrainState")
+    kw = {k: serialization.from_state_dict(getattr(template, k), data[k], name=k) for k in _FIELDS}
+    ema = None
+    if template.ema_params is not None:
+        ema = (serialization.from_state_dict(template.ema_params, data["ema_params"], name="ema_params")
+               if "ema_params" in data else jax.tree_util.tree_map(jnp.array, kw["params"]))  # a copy: no shared buffer
+    return TrainState(**kw, ema_params=ema)
+
+
+serialization.register_serialization_state(TrainState, _train_state_dict, _train_state_from_dict, override=True)
+
+
+def budget_lr_scale(config: LearnerConfig, progress: float) -> float:
+    """Learning-rate multiplier at ``progress`` in [0, 1] of the run's budget (``lr_decay_over = "budget"``).
+
+    1 at the start; at the end ``lr_final_fraction``: cosine
+    ``f + (1 - f) (1 + cos(pi p)) / 2`` or linear ``1 - (1 - f) p``; 1 throughout
+    for a constant schedule or a decay over updates (that one lives in
+    :func:`learning_rate_schedule`).
+    """
+    if config.lr_decay_over != "budget" or config.lr_schedule == "constant":
+        return 1.0
+    p = min(max(float(progress), 0.0), 1.0)
+    f = config.lr_final_fraction
+    if config.lr_schedule == "cosine":
+        return f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * p))
+    return 1.0 - (1.0 - f) * p
 
 
 def learning_rate_schedule(config: LearnerConfig) -> optax.Schedule:
-    """The configured schedule: constant, or warmup then cosine / linear decay to 0."""
+    """The in-graph schedule over updates: constant, or warmup then cosine / linear decay to
+    ``lr_final_fraction * learning_rate`` at ``decay_steps``. With ``lr_decay_over = "budget"`` only the
+    warmup is here; the decay is the host's multiplier :func:`budget_lr_scale`."""
     lr = config.learning_rate
-    if config.lr_schedule == "constant":
+    end = config.lr_final_fraction * lr
+    if config.lr_schedule == "constant" or config.lr_decay_over == "budget":
         if config.warmup_steps == 0:
             return optax.constant_schedule(lr)
         return optax.join_schedules(
@@ -51,11 +103,11 @@ def learning_rate_schedule(config: LearnerConfig) -> optax.Schedule:
         )
     if config.lr_schedule == "cosine":
         return optax.warmup_cosine_decay_schedule(
-            0.0, lr, config.warmup_steps, max(config.decay_steps, config.warmup_steps + 1)
+            0.0, lr, config.warmup_steps, max(config.decay_steps, config.warmup_steps + 1), end_value=end
         )
     decay = max(config.decay_steps - config.warmup_steps, 1)
     return optax.join_schedules(
-        [optax.linear_schedule(0.0, lr, config.warmup_steps), optax.linear_schedule(lr, 0.0, decay)],
+        [optax.linear_schedule(0.0, lr, config.warmup_steps), optax.linear_schedule(lr, end, decay)],
         [config.warmup_steps],
     )
 
@@ -69,22 +121,26 @@ def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
 
 
 def init_train_state(model: Model, config: LearnerConfig, rng) -> TrainState:
-    """Fresh parameters, a copy as the target network, and optimiser state."""
+    """Fresh parameters, a copy as the target network (and as the moving average), and optimiser state."""
     params = model.init(rng)
     return TrainState(
         params=params,
         target_params=jax.tree_util.tree_map(jnp.copy, params),
         opt_state=make_optimizer(config).init(params),
         step=jnp.zeros((), jnp.int32),
+        ema_params=jax.tree_util.tree_map(jnp.copy, params) if config.ema_decay > 0 else None,
     )
 
 
-def update_step(state: TrainState, batch: Batch, *, model: Model, config: LearnerConfig):
+def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, config: LearnerConfig):
     """One gradient update.
 
     Args:
       state: current :class:`TrainState`.
       batch: :class:`Batch` with targets ``[B, ...]`` and weights ``[B]``.
+      lr_scale: ``[]`` multiplier of the learning rate (:func:`budget_lr_scale`);
+        Adam's step is linear in its learning rate, so scaling the update is
+        scaling the rate.
 
     Returns:
       ``(new_state, metrics, priorities)``: metrics is a dict of scalars (loss
@@ -94,14 +150,20 @@ def update_step(state: TrainState, batch: Batch, *, model: Model, config: Learne
     optimizer = make_optimizer(config)
     (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, model, batch, config)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    lr_scale = jnp.asarray(lr_scale, jnp.float32)
+    updates = jax.tree_util.tree_map(lambda u: u * lr_scale.astype(u.dtype), updates)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
     target_params = optax.periodic_update(params, state.target_params, step, config.target_update_period)
+    ema_params = state.ema_params
+    if ema_params is not None:
+        ema_params = optax.incremental_update(params, ema_params, 1.0 - config.ema_decay)
     metrics = dict(aux["metrics"])
     metrics["train/grad_norm"] = optax.tree.norm(grads)
-    metrics["train/learning_rate"] = learning_rate_schedule(config)(state.step)
+    metrics["train/learning_rate"] = learning_rate_schedule(config)(state.step) * lr_scale
     metrics["train/step"] = step
-    new_state = TrainState(params=params, target_params=target_params, opt_state=opt_state, step=step)
+    new_state = TrainState(params=params, target_params=target_params, opt_state=opt_state, step=step,
+                           ema_params=ema_params)
     return new_state, metrics, aux["priorities"]
 
 
@@ -125,12 +187,12 @@ def build_batch(windows: Trajectory, positions, weights, *, target_config: Targe
     return Batch(targets=targets, weights=jnp.asarray(weights, jnp.float32))
 
 
-def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, *, model: Model,
+def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, lr_scale=1.0, *, model: Model,
                         config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
     """:func:`update_step` on a batch built from raw replay windows by :func:`build_batch`."""
     batch = build_batch(windows, positions, weights, target_config=target_config, num_actions=model.num_actions,
                         frame_scale=frame_scale)
-    return update_step(state, batch, model=model, config=config)
+    return update_step(state, batch, lr_scale, model=model, config=config)
 
 
 def make_update_fn(model: Model, config: LearnerConfig):
@@ -139,7 +201,7 @@ def make_update_fn(model: Model, config: LearnerConfig):
 
 
 def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
-    """``jit``-compiled ``(state, windows, positions, weights) -> (state, metrics, priorities)``;
+    """``jit``-compiled ``(state, windows, positions, weights[, lr_scale]) -> (state, metrics, priorities)``;
     targets are built on the device from the raw windows; the input state is donated."""
     fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
                            frame_scale=float(frame_scale))

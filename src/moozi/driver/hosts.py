@@ -37,6 +37,7 @@ from moozi.checkpoint import (
     read_part_bytes,
 )
 from moozi.config import config_from_dict
+from moozi.driver.run_dir import BEST_DIR
 
 
 def worker_seed(seed: int, *ids: int) -> int:
@@ -107,17 +108,17 @@ class LearnerHost:
     def ready(self, min_steps: int) -> bool:
         return self.learner.ready(min_steps)
 
-    def train(self, num_updates: int, batch_size: int) -> dict:
+    def train(self, num_updates: int, batch_size: int, lr_scale: float = 1.0) -> dict:
         t = time.perf_counter()
-        out = self.learner.train(num_updates, batch_size)
+        out = self.learner.train(num_updates, batch_size, lr_scale)
         _slow_down(t, self.config.distributed.slowdown_learner)
         self.busy_s += time.perf_counter() - t
         return out
 
-    def train_and_publish(self, num_updates: int, batch_size: int) -> dict:
+    def train_and_publish(self, num_updates: int, batch_size: int, lr_scale: float = 1.0) -> dict:
         """Async schedule: a chunk of updates, then a new version. The result is the published object
         (``version``, ``params``) with the chunk's ``metrics``, so it is stored once and passed by reference."""
-        metrics = self.train(num_updates, batch_size)
+        metrics = self.train(num_updates, batch_size, lr_scale)
         return {**self.publish(), "metrics": metrics}
 
     def publish(self) -> dict:
@@ -179,6 +180,21 @@ class LearnerHost:
                     else "no earlier checkpoint exists")
             raise CheckpointError(f"the checkpoint at update {step} was not written to {directory} "
                                   f"({e.strerror or e}); {kept}") from e
+
+    def save_best(self, published: dict, meta: dict) -> str:
+        """Keep ``published`` (the params a test just scored best with) as ``checkpoints/best``.
+
+        A checkpoint folder of its own with one part, ``learner`` = ``{"published": params}``,
+        so :func:`moozi.driver.load_params` reads it like any checkpoint; ``meta`` says
+        when and with what score. One is kept; a failed write leaves the previous one.
+        """
+        pending = PendingCheckpoint(self.run_dir / "checkpoints" / BEST_DIR, int(meta["counters"]["updates"]))
+        try:
+            pending.write_part("learner", {"published": published["params"], "version": int(published["version"])})
+        except BaseException:
+            pending.abort()
+            raise
+        return str(pending.commit(meta, keep=1))
 
     def restore(self, worker_parts: list[str]) -> dict:
         """Load the newest good checkpoint; return its metadata, path and the workers' parts (encoded)."""

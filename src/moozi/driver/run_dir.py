@@ -6,8 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from moozi.checkpoint import CheckpointError, load_latest
+from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints, load_checkpoint, load_latest
 from moozi.config import Config, ConfigError, config_from_dict
+
+BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best)
 
 
 def load_run_config(run_dir: Path | str) -> Config:
@@ -22,13 +24,40 @@ def load_run_config(run_dir: Path | str) -> Config:
                           "by this one)") from err
 
 
-def load_params(run_dir: Path | str, model, env_name: str | None = None) -> tuple[object, dict]:
-    """Published params (numpy) and metadata of the newest good checkpoint of a run.
+def find_checkpoint(run_dir: Path | str, which: str = "latest") -> Path | None:
+    """The checkpoint folder ``which`` names: ``"latest"`` (None: the newest good one, found by
+    :func:`load_latest`), ``"best"`` (``checkpoints/best``) or an update count (``step_...`` of it)."""
+    root = Path(run_dir) / "checkpoints"
+    if which == "latest":
+        return None
+    if which == "best":
+        found = list_checkpoints(root / BEST_DIR)
+        if not found:
+            raise CheckpointError(f"{run_dir} has no best checkpoint ({root / BEST_DIR} is empty): it is kept "
+                                  "once the run has testing.best_window tests with testing.keep_best = true")
+        return root / BEST_DIR / checkpoint_name(found[-1].step)
+    steps = {c.step: root / checkpoint_name(c.step) for c in list_checkpoints(root)}
+    if not str(which).isdigit() or int(which) not in steps:
+        raise CheckpointError(f"--checkpoint {which}: allowed latest, best or one of the kept update counts "
+                              f"{sorted(steps)} (in {root})")
+    return steps[int(which)]
+
+
+def load_params(run_dir: Path | str, model, env_name: str | None = None,
+                checkpoint: str = "latest") -> tuple[object, dict]:
+    """Published params (numpy) and metadata of a run's checkpoint (see :func:`find_checkpoint`).
 
     With ``env_name`` (the game of the run's config.yaml), a checkpoint written
     for another game, or params of another model, raise CheckpointError saying so.
+    The metadata gains ``"path"``, the checkpoint folder read.
     """
-    parts, meta, path = load_latest(Path(run_dir) / "checkpoints", parts=["learner"])
+    chosen = find_checkpoint(run_dir, checkpoint)
+    if chosen is None:
+        parts, meta, path = load_latest(Path(run_dir) / "checkpoints", parts=["learner"])
+    else:
+        parts, meta = load_checkpoint(chosen, parts=["learner"])
+        path = chosen
+    meta = {**meta, "path": str(path)}
     saved = ((meta.get("config") or {}).get("env") or {}).get("name")
     if env_name is not None and saved is not None and saved != env_name:
         raise CheckpointError(f"{path} was written by a run of {saved}, but {run_dir}/config.yaml is for "

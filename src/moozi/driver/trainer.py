@@ -48,13 +48,16 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from moozi.checkpoint import CheckpointError, load_checkpoint
 from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.backend import LocalBackend, Resources, WorkerDied, make_backend
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.driver.parts import build_parts
+from moozi.driver.run_dir import find_checkpoint
 from moozi.model.transform import max_representable
 from moozi.observe.health import Health, assess
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
+from moozi.update import budget_lr_scale
 from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
@@ -151,6 +154,8 @@ class Trainer:
             self.last_test: dict[str, float] = {}
             self._deadline = None
             self._warned_support = False
+            self._budget = (None, 0.0)  # (seconds the run may have in all, by the end of this invocation; start)
+            self._best_score = -math.inf
             self._health_warned_at = -math.inf
             self.health = Health(ok=True)
             self._history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
@@ -163,6 +168,7 @@ class Trainer:
             if resume:
                 for r in read_metrics(self.run_dir):
                     self._remember(r)
+                self._best_score = self._saved_best_score()
         except BaseException:
             self.close()
             raise
@@ -424,10 +430,52 @@ class Trainer:
                 self._revive(block=True)
             try:
                 self.last_test = self.backend.get(self.backend.call(slot.handle, "test", self.published, n))
+                self._consider_best(self.last_test, self.published)
                 return dict(self.last_test)
             except WorkerDied as e:
                 self._restart(slot, e)
         return {}
+
+    def _consider_best(self, result: dict, published) -> None:
+        """Keep the tested params as ``checkpoints/best`` when the mean of the last ``best_window`` tests
+        (this one included) is at least the best so far (ties: the newer params)."""
+        t = self.config.testing
+        if not t.keep_best or "test/return_mean" not in result:
+            return
+        recent = (self._history["tests"] + [float(result["test/return_mean"])])[-t.best_window:]
+        score = float(np.mean(recent))
+        if len(recent) < t.best_window or score < self._best_score:
+            return
+        meta = {"counters": dict(self.counters), "score": score, "tests": recent, "best_window": t.best_window,
+                "config": self._config_dict}
+        try:
+            path = self._learner("save_best", published, meta)
+        except (CheckpointError, OSError) as e:
+            log.warning("the best params (score %.4g) were not kept: %s", score, e)
+            return
+        if score > self._best_score:
+            log.info("best params so far (mean of the last %d tests %.4g): %s", t.best_window, score, path)
+        self._best_score = score
+
+    def _saved_best_score(self) -> float:
+        try:
+            return float(load_checkpoint(find_checkpoint(self.run_dir, "best"), parts=[])[1]["score"])
+        except (CheckpointError, KeyError, TypeError, ValueError):
+            return -math.inf
+
+    def _lr_scale(self) -> float:
+        """The learning-rate multiplier of the decay over the run's budget (1 unless ``lr_decay_over = budget``)."""
+        return budget_lr_scale(self.config.learner, self.budget_progress())
+
+    def budget_progress(self) -> float:
+        """Share of the run's budget used: the larger of env steps / ``max_env_steps`` and run time /
+        (run time before this invocation + its ``--minutes``); 0 without a budget."""
+        s = self.config.schedule
+        done = 0.0 if s.max_env_steps is None else self.counters["env_steps"] / s.max_env_steps
+        total_s, start = self._budget
+        if total_s:
+            done = max(done, (self._wall0 + time.monotonic() - start) / total_s)
+        return min(done, 1.0)
 
     def _publish(self) -> None:
         # The params stay in the object store until a worker needs them: the driver never fetches them,
@@ -457,7 +505,7 @@ class Trainer:
             trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
             due = math.floor(s.samples_per_env_step * trained / s.batch_size)
             todo = max(due - self.counters["updates"], 0)
-            out = self._learner("train", todo, s.batch_size) if todo else {}
+            out = self._learner("train", todo, s.batch_size, self._lr_scale()) if todo else {}
             self.counters["updates"] += todo
             for k, v in out.items():
                 row.setdefault(k, []).append(v)
@@ -533,6 +581,7 @@ class Trainer:
     def _run_async(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
         s = self.config.schedule
         st = self._async_state()
+        tested_with = None
         inflight: dict = {}  # future -> (kind, (slot or None, version or positions))
         st["inflight"] = inflight
 
@@ -571,7 +620,7 @@ class Trainer:
                         idle.discard(name)
                 if ready and self._can_learn(st):
                     track(self.backend.call(self.learner_handle, "train_and_publish", s.updates_per_call,
-                                            s.batch_size), "learn", (None, self.version))
+                                            s.batch_size, self._lr_scale()), "learn", (None, self.version))
                 every = self.config.testing.every
                 if (every and self.counters["updates"] > 0 and self.counters["epochs"] >= test_due_epoch + every
                         and self.slots["tester"].handle is not None
@@ -579,6 +628,7 @@ class Trainer:
                     test_due_epoch = self.counters["epochs"]
                     track(self.backend.call(self.slots["tester"].handle, "test", self.published,
                                             self.config.testing.episodes), "test", (self.slots["tester"], 0))
+                    tested_with = self.published
             if not inflight:
                 if stopping:
                     return
@@ -626,6 +676,7 @@ class Trainer:
                 elif kind == "test":
                     self.last_test = result
                     row.update({k: [v] for k, v in result.items()})
+                    self._consider_best(result, tested_with)
                 on_row(row)
 
     def _reanalyze_inflight(self, inflight: dict) -> int:
@@ -645,6 +696,7 @@ class Trainer:
         s, out = self.config.schedule, self.config.output
         start = time.monotonic()
         wall0 = self.counters["wall_s"]
+        self._wall0 = wall0
         self._last_ckpt = start
         self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
                         "epochs": self.counters["epochs"], "busy": {}}
@@ -653,6 +705,11 @@ class Trainer:
         deadline = None if minutes is None else (start if started is None else started) + 60.0 * minutes
         self._deadline = deadline
         self._started = start
+        self._wall0 = wall0
+        self._budget = (None if deadline is None else wall0 + deadline - start, start)
+        if self.config.learner.lr_decay_over == "budget" and deadline is None and s.max_env_steps is None:
+            log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
+                        "schedule.max_env_steps): the learning rate stays at its peak")
         self._warned_no_update = False
         log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
                  minutes, s.kind, self.backend.name, self.config.distributed.train_workers)

@@ -13,8 +13,12 @@ from moozi.driver import build_parts, load_params, load_run_config
 from moozi.workers import agent_return, make_actor, play_games
 
 
-def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0):
-    """Play ``games`` games of a run's newest good checkpoint (test planner, greedy moves).
+def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
+         checkpoint: str = "latest"):
+    """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
+
+    ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
+    count (:func:`moozi.driver.run_dir.find_checkpoint`).
 
     Returns ``(config, two_player, episodes, checkpoint metadata)``; each
     :class:`~moozi.workers.Episode` holds the whole trajectory and the agent's seat.
@@ -33,7 +37,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     elif opponent != "random":
         logging.getLogger("moozi").warning("%s is a single-player game: --opponent %s is ignored",
                                            config.env.name, opponent)
-    params, meta = load_params(run_dir, model, env_name=config.env.name)
+    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
     num_envs = min(games, 128)
     if two_player and num_envs % 2:
         num_envs = max(num_envs - 1, 2)
@@ -48,14 +52,15 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     return config, two_player, results, meta
 
 
-def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0) -> dict:
+def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
+             checkpoint: str = "latest") -> dict:
     """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
 
     Two-player games: the agent takes each seat in half of the games (exactly
     half when ``games`` is even); results are from the agent's point of view.
     Single-player games ignore the opponent and report returns.
     """
-    config, two_player, results, meta = play(run_dir, opponent, games, seed)
+    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {
@@ -63,6 +68,7 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         "env": config.env.name,
         "opponent": opponent if two_player else None,
         "games": int(len(results)),
+        "checkpoint": meta["path"],
         "updates": int(meta["counters"]["updates"]),
         "env_steps": int(meta["counters"]["env_steps"]),
     }
