@@ -28,3 +28,10 @@ def test_unknown_command_is_a_usage_error():
 def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "moozi.cli", "--help"], capture_output=True, text=True, check=True)
     assert "demo" in out.stdout
+
+
+@pytest.mark.parametrize("command", ["demo", "train", "eval", "watch", "tree", "embed", "report", "presets", "envs"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as err:
+        main([command, "--help"])
+    assert err.value.code == 0 and f"usage: moozi {command}" in capsys.readouterr().out

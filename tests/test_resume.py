@@ -16,9 +16,12 @@ from moozi.presets import load_preset
 from tests.test_train_smoke import TINY
 
 
-def _config(max_env_steps):
-    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
-    return config_from_dict(apply_overrides(load_preset("cartpole"), overrides + [f"schedule.max_env_steps={max_env_steps}"]))
+def _config(max_env_steps, *extra):
+    # The preset decays its learning rate over the budget; these tests change the budget between the two
+    # halves (64 then 128 steps), so they decay over updates instead (the budget case: test below).
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")] + ["learner.lr_decay_over=updates"]
+    return config_from_dict(apply_overrides(load_preset("cartpole"), overrides + [f"schedule.max_env_steps={max_env_steps}",
+                                                                                   *extra]))
 
 
 def _leaves(tree):
@@ -48,6 +51,28 @@ def test_resume_continues_exactly(tmp_path):
     for key in ("frames", "actions", "rewards", "root_values", "priority", "rng"):
         np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
     for a, b in zip(_leaves(straight.actor.state_dict()["carry"]), _leaves(resumed.actor.state_dict()["carry"])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_resume_with_budget_decay_and_average_continues_exactly(tmp_path):
+    """Stopped half way and resumed with the same budget: the learning rate decays as if never stopped,
+    and the moving average of the params is saved and restored (learner.ema_decay)."""
+    extra = ("learner.lr_decay_over=budget", "learner.ema_decay=0.9")
+    straight = Trainer(_config(128, *extra), tmp_path / "a")
+    straight.run()
+
+    def stop_half_way(counters, row, test):
+        if counters["env_steps"] >= 64:
+            first._stop_requested = True
+
+    first = Trainer(_config(128, *extra), tmp_path / "b", progress=stop_half_way)
+    first.run()
+    assert first.counters["env_steps"] == 64
+    resumed = Trainer(_config(128, *extra), tmp_path / "b", resume=True)
+    resumed.run()
+    assert resumed.counters["updates"] == straight.counters["updates"]
+    assert straight.learner.state.ema_params is not None
+    for a, b in zip(_leaves(straight.learner.state), _leaves(resumed.learner.state)):
         np.testing.assert_array_equal(a, b)
 
 

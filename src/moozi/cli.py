@@ -171,6 +171,7 @@ def _train(args: argparse.Namespace) -> int:
     with progress:
         try:
             trainer = Trainer(config, run_dir, resume=resume, progress=progress)
+            _record_command(run_dir, args.argv)
             _check_interrupted()
             progress.status = "compiling the acting and learning steps (the first epoch)"
             counters = trainer.run(minutes=args.minutes, started=started)
@@ -180,6 +181,16 @@ def _train(args: argparse.Namespace) -> int:
     summary = {"run_dir": str(run_dir), **counters, **trainer.last_test}
     print(json.dumps(summary))
     return 0
+
+
+def _record_command(run_dir, argv: list[str]) -> None:
+    """Append the command as typed to RUN/commands.txt (the report shows how a run was made and resumed)."""
+    import datetime
+    import shlex
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with open(run_dir / "commands.txt", "a") as f:
+        f.write(f"{stamp}  moozi {shlex.join(argv)}\n")
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -192,6 +203,89 @@ def _eval(args: argparse.Namespace) -> int:
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
                       checkpoint=args.checkpoint)
     print(json.dumps(result))
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import numpy as np
+
+    from moozi.eval.evaluate import play
+    from moozi.observe.gif import episode_frames, write_gif
+    from moozi.workers import agent_return
+
+    if args.episodes < 1:
+        print("moozi watch: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    config, two_player, episodes, meta = play(args.run_dir, args.opponent, args.episodes, args.seed,
+                                              args.checkpoint, record_frames=True)
+    from moozi.driver import build_parts
+
+    env, _ = build_parts(config)
+    env.close()
+    frames = []
+    for ep in episodes:
+        frames += episode_frames(env.spec, ep.trajectory, ep.agent_seat if two_player else None)
+    if args.max_frames:
+        frames = frames[:args.max_frames]
+    out = Path(args.out) if args.out else Path(args.run_dir) / "gifs" / f"watch-{meta['counters']['updates']:09d}.gif"
+    write_gif(out, frames, fps=args.fps)
+    returns = [agent_return(ep.trajectory, ep.agent_seat, two_player) for ep in episodes]
+    print(json.dumps({"gif": str(out), "checkpoint": meta["path"], "episodes": len(episodes), "frames": len(frames),
+                      "returns": [float(r) for r in returns], "return_mean": float(np.mean(returns))}))
+    return 0
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from moozi.config import ConfigError
+    from moozi.observe.tree import view_position
+
+    moves = None
+    if args.position is not None:
+        try:
+            moves = [int(m) for m in args.position.replace(",", " ").split()]
+        except ValueError:
+            raise ConfigError(f"--position {args.position!r}: allowed environment action numbers separated by "
+                              "spaces, e.g. --position '4 0 8'") from None
+    _log_console()
+    result = view_position(args.run_dir, moves=moves, episode_step=args.episode_step, checkpoint=args.checkpoint,
+                           seed=args.seed, threshold=args.threshold, out_dir=args.out_dir,
+                           simulations=args.simulations)
+    print(json.dumps(result))
+    return 0
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from moozi.observe.embed import embed_run
+
+    if args.episodes < 1:
+        print("moozi embed: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    try:
+        result = embed_run(args.run_dir, episodes=args.episodes, colour_by=args.colour, checkpoint=args.checkpoint,
+                           seed=args.seed, out_dir=args.out_dir)
+    except ImportError as err:
+        print(f"moozi embed: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from moozi.observe.report import write_report
+
+    out = Path(args.out) if args.out else Path(args.run_dirs[0]) / "report.html"
+    try:
+        write_report(args.run_dirs, out)
+    except FileNotFoundError as err:
+        print(f"moozi report: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"report": str(out), "runs": args.run_dirs}))
     return 0
 
 
@@ -245,6 +339,63 @@ def build_parser() -> argparse.ArgumentParser:
                     help="latest (the newest good checkpoint, default), best (the params with the best test "
                          "score, testing.keep_best) or an update count of a kept checkpoint")
     ev.set_defaults(func=_eval)
+
+    watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
+                           description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "
+                                       "them as one GIF, each frame captioned with the step, the reward, the search "
+                                       "value v* and the action; prints one JSON line with the file and the returns.")
+    watch.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    watch.add_argument("--out", metavar="FILE.gif", help="where to write (default DIR/gifs/watch-UPDATES.gif)")
+    watch.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    watch.add_argument("--opponent", choices=["random", "perfect"], default="random",
+                       help="two-player games: the other seat (default random)")
+    watch.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
+    watch.add_argument("--fps", type=float, default=4.0, help="frames per second of the GIF (default 4)")
+    watch.add_argument("--max-frames", type=int, default=0, metavar="N",
+                       help="keep only the first N frames (a smaller file; default: every frame)")
+    watch.set_defaults(func=_watch)
+
+    tree = sub.add_parser("tree", help="draw the search tree at one position, checked against the real game",
+                          description="Search one position with the run's test planner and write the tree as SVG and "
+                                      "DOT (DIR/trees/): per node visits, Q, prior, the model's predicted reward and "
+                                      "value, and the real game's reward and legality, flagging nodes where the model "
+                                      "and the game disagree. Prints one JSON line.")
+    tree.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    where = tree.add_mutually_exclusive_group()
+    where.add_argument("--position", metavar="MOVES", help="environment actions from the start, e.g. '4 0 8' "
+                                                            "(default: the start)")
+    where.add_argument("--episode-step", type=int, metavar="N",
+                       help="the position after N moves of the test planner's own greedy game")
+    tree.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    tree.add_argument("--simulations", type=int, default=None,
+                      help="simulations of the search (default: the run's test_planner.num_simulations)")
+    tree.add_argument("--seed", type=int, default=0, help="seed of the game and the search (default 0)")
+    tree.add_argument("--threshold", type=float, default=0.25,
+                      help="flag a node when its predicted reward is further than this from the game's (default 0.25)")
+    tree.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/trees)")
+    tree.set_defaults(func=_tree)
+
+    embed = sub.add_parser("embed", help="map the model's hidden states over test games to 2-D (t-SNE)",
+                           description="Play test games, project every position's hidden state to 2-D with t-SNE and "
+                                       "write a PNG coloured by the search value (or the step) and a TensorBoard "
+                                       "projector file (DIR/embed/). Needs scikit-learn: pip install 'moozi[viz]'.")
+    embed.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    embed.add_argument("--episodes", type=int, default=8, help="test games to play (default 8)")
+    embed.add_argument("--colour", choices=["value", "step"], default="value", help="colour points by (default value)")
+    embed.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    embed.add_argument("--seed", type=int, default=0, help="seed of the games and the projection (default 0)")
+    embed.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/embed)")
+    embed.set_defaults(func=_embed)
+
+    report = sub.add_parser("report", help="write one static HTML page with a run's curves, pictures and config",
+                            description="Write one self-contained HTML page (no server, images embedded) for one run "
+                                        "or several (curves overlaid): learning curves against env steps and wall "
+                                        "clock, losses by term, throughput, ratios and lags where logged, the newest "
+                                        "GIFs and tree views, and each run's config and commands.")
+    report.add_argument("run_dirs", nargs="+", metavar="DIR", help="run directories written by `moozi train`")
+    report.add_argument("--out", metavar="FILE.html", help="where to write (default: the first DIR/report.html)")
+    report.set_defaults(func=_report)
 
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)
@@ -347,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     args = build_parser().parse_args(argv)
-    if getattr(args, "simulations", 1) < 1:
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "simulations", None) is not None and args.simulations < 1:
         print("moozi: --simulations must be >= 1", file=sys.stderr)
         return 2
     logger = logging.getLogger("moozi")

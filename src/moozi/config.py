@@ -562,6 +562,9 @@ class TestingConfig:
       checkpoint ``checkpoints/best`` (``moozi eval RUN --checkpoint best``).
     best_window: the score is the mean test return of the last this-many
       tests (one test of a few episodes is noisy); ties go to the newer params.
+    record_every: every this-many tests, one test episode is drawn as
+      ``RUN/gifs/test-UPDATES.gif`` and a TensorBoard image (0: never; then
+      test games keep no frames and nothing is drawn).
     """
 
     __test__ = False  # not a pytest class
@@ -573,6 +576,7 @@ class TestingConfig:
     health_tests: int = 8
     keep_best: bool = True
     best_window: int = 3
+    record_every: int = 0
 
     def __post_init__(self):
         o = "testing"
@@ -580,6 +584,7 @@ class TestingConfig:
         _nonneg_int(o, "health_tests", self.health_tests)
         _boolean(o, "keep_best", self.keep_best)
         _positive_int(o, "best_window", self.best_window)
+        _nonneg_int(o, "record_every", self.record_every)
         for name in ("episodes", "envs", "steps_per_segment"):
             _positive_int(o, name, getattr(self, name))
 

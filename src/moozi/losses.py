@@ -130,13 +130,10 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     value_logits = jnp.stack(value_logits, axis=1)
     reward_logits = jnp.stack(reward_logits, axis=1)
 
-    p, v, r = _combine(
-        cross_entropy(t.policy, policy_logits),
-        cross_entropy(value_probs, value_logits),
-        cross_entropy(reward_probs, reward_logits),
-        t.value_mask,
-        config,
-    )
+    ce_p = cross_entropy(t.policy, policy_logits)  # [B, K+1]
+    ce_v = cross_entropy(value_probs, value_logits)
+    ce_r = cross_entropy(reward_probs, reward_logits)
+    p, v, r = _combine(ce_p, ce_v, ce_r, t.value_mask, config)
     fp, fv, fr = _combine(entropy(t.policy), entropy(value_probs), entropy(reward_probs), t.value_mask, config)
     c = config.consistency_coef * consistency
     w = batch.weights
@@ -157,6 +154,12 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         / jnp.maximum(jnp.sum(t.value_mask), 1.0),
         "targets/reward_outside_support": jnp.mean(outside_support(t.reward, support, transform)),
     }
+    # Each term at each unroll step k (cross-entropies before the coefficients): where the model is wrong.
+    for k in range(k_steps + 1):
+        metrics[f"loss_step/policy_k{k}"] = jnp.mean(w * ce_p[:, k])
+        metrics[f"loss_step/value_k{k}"] = jnp.mean(w * ce_v[:, k] * t.value_mask[:, k])
+        if k > 0:
+            metrics[f"loss_step/reward_k{k}"] = jnp.mean(w * ce_r[:, k])
     priorities = jnp.abs(first_value - t.value[:, 0])
     return loss, {"metrics": metrics, "priorities": jax.lax.stop_gradient(priorities)}
 

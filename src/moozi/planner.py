@@ -113,7 +113,8 @@ def search(
     two_player: bool,
     temperature=None,
     gumbel_scale=None,
-) -> SearchOutput:
+    return_tree: bool = False,
+):
     """Run one batched search.
 
     Args:
@@ -129,9 +130,12 @@ def search(
         default 1, visit-proportional); 0 picks the most visited action.
       gumbel_scale: Gumbel root-noise scale, a scalar or ``[B]``, overriding
         ``config.gumbel_scale``; 0 makes the choice deterministic.
+      return_tree: also return the search tree (``mctx.Tree``, ``[B, N]`` /
+        ``[B, N, A]`` arrays; node 0 is the root), for tree views.
 
     Returns:
-      :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
+      :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields, or ``(SearchOutput, mctx.Tree)``
+      with ``return_tree``.
     """
     num_actions = root.prior_logits.shape[-1]
     if legal_actions.shape[-1] != num_actions - 1:
@@ -179,7 +183,7 @@ def search(
     policy = jnp.where(invalid, 0.0, out.action_weights)
     policy = policy / jnp.maximum(jnp.sum(policy, axis=-1, keepdims=True), 1e-12)
     action = out.action.astype(jnp.int32)
-    return SearchOutput(
+    result = SearchOutput(
         action=action,
         env_action=action - 1,
         root_value=summary.value,
@@ -188,11 +192,12 @@ def search(
         policy_entropy=_entropy(policy),
         max_depth=_tree_max_depth(out.search_tree),
     )
+    return (result, out.search_tree) if return_tree else result
 
 
 def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player,
-         temperature=None, gumbel_scale=None) -> SearchOutput:
-    """Search with the learned model from stacked observations ``[B, ...]``."""
+         temperature=None, gumbel_scale=None, return_tree: bool = False):
+    """Search with the learned model from stacked observations ``[B, ...]`` (see :func:`search`)."""
     root = learned_root(model, params, observation)
     return search(
         params,
@@ -205,4 +210,5 @@ def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, 
         two_player=two_player,
         temperature=temperature,
         gumbel_scale=gumbel_scale,
+        return_tree=return_tree,
     )

@@ -259,8 +259,10 @@ class ActingHost:
         if (worker_id, incarnation) != (0, 0):
             key = jax.random.fold_in(jax.random.fold_in(key, worker_id), incarnation)
             actor_seed = worker_seed(seed, 1 if role == "train" else 2, worker_id, incarnation)
+        record = role == "test" and self.config.testing.record_every > 0
         try:
-            self.actor = make_actor(self.config, env, model, role, key, seed=actor_seed)
+            self.actor = make_actor(self.config, env, model, role, key, seed=actor_seed,
+                                    record_frames=True if record else None)
         finally:
             env.close()
         self.busy_s = 0.0
@@ -277,8 +279,12 @@ class ActingHost:
         metrics["acting/busy_s"] = self.busy_s
         return episodes, metrics
 
-    def test(self, published: dict, num_episodes: int) -> dict:
-        """Play ``num_episodes`` greedy games; their return statistics."""
+    def test(self, published: dict, num_episodes: int, record: bool = False) -> dict:
+        """Play ``num_episodes`` greedy games; their return statistics.
+
+        With ``record`` (and ``testing.record_every > 0``), ``"_episode"`` holds the
+        first game (``{"trajectory", "agent_seat"}``, numpy with frames) to draw.
+        """
         from moozi.workers import agent_return, play_games
 
         _use_params(self.actor, published)
@@ -292,6 +298,8 @@ class ActingHost:
             "test/return_max": float(returns.max()),
             "test/episode_length": float(lengths.mean()),
             "test/episodes": int(len(games)),
+            **({"_episode": {"trajectory": games[0].trajectory, "agent_seat": int(games[0].agent_seat)}}
+               if record and self.config.testing.record_every > 0 else {}),
         }
 
     def state(self) -> bytes:

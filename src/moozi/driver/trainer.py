@@ -429,12 +429,43 @@ class Trainer:
             if slot.handle is None:
                 self._revive(block=True)
             try:
-                self.last_test = self.backend.get(self.backend.call(slot.handle, "test", self.published, n))
-                self._consider_best(self.last_test, self.published)
+                result = self.backend.get(self.backend.call(slot.handle, "test", self.published, n,
+                                                            self._record_due()))
+                self.last_test = self._after_test(result, self.published)
                 return dict(self.last_test)
             except WorkerDied as e:
                 self._restart(slot, e)
         return {}
+
+    def _record_due(self) -> bool:
+        """Whether the next test draws an episode: tests 1, 1 + m, 1 + 2m, ... of the run (m = record_every)."""
+        m = self.config.testing.record_every
+        return m > 0 and len(self._history["tests"]) % m == 0
+
+    def _after_test(self, result: dict, published) -> dict:
+        """Draw a recorded episode, consider the params for ``best``; the test's metrics."""
+        result = dict(result)
+        episode = result.pop("_episode", None)
+        if episode is not None:
+            result["test/draw_s"] = self._draw_test_episode(episode)
+        self._consider_best(result, published)
+        return result
+
+    def _draw_test_episode(self, episode: dict) -> float:
+        """Write the GIF and the TensorBoard image of a recorded test game; the seconds it took."""
+        from moozi.observe.gif import episode_frames, tensorboard_strip, write_gif
+
+        step = int(self.counters["updates"])
+        t = time.perf_counter()
+        try:
+            frames = episode_frames(self.spec, episode["trajectory"], episode["agent_seat"])
+            path = write_gif(self.run_dir / "gifs" / f"test-{step:09d}.gif", frames)
+            self.metrics.write_image("test/episode", tensorboard_strip(frames), self.counters["env_steps"])
+        except (OSError, ValueError) as e:  # a picture is not worth a run
+            log.warning("the test episode at update %d was not drawn: %s", step, e)
+            return 0.0
+        log.debug("test episode drawn: %s", path)
+        return time.perf_counter() - t
 
     def _consider_best(self, result: dict, published) -> None:
         """Keep the tested params as ``checkpoints/best`` when the mean of the last ``best_window`` tests
@@ -627,7 +658,8 @@ class Trainer:
                         and not any(k == "test" for k, _ in inflight.values())):
                     test_due_epoch = self.counters["epochs"]
                     track(self.backend.call(self.slots["tester"].handle, "test", self.published,
-                                            self.config.testing.episodes), "test", (self.slots["tester"], 0))
+                                            self.config.testing.episodes, self._record_due()),
+                          "test", (self.slots["tester"], 0))
                     tested_with = self.published
             if not inflight:
                 if stopping:
@@ -674,9 +706,8 @@ class Trainer:
                     self._reanalyze_store(result, row)
                     idle.add(sl.name)
                 elif kind == "test":
-                    self.last_test = result
-                    row.update({k: [v] for k, v in result.items()})
-                    self._consider_best(result, tested_with)
+                    self.last_test = self._after_test(result, tested_with)
+                    row.update({k: [v] for k, v in self.last_test.items()})
                 on_row(row)
 
     def _reanalyze_inflight(self, inflight: dict) -> int:

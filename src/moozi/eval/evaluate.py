@@ -14,11 +14,12 @@ from moozi.workers import agent_return, make_actor, play_games
 
 
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-         checkpoint: str = "latest"):
+         checkpoint: str = "latest", record_frames: bool = False):
     """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
-    count (:func:`moozi.driver.run_dir.find_checkpoint`).
+    count (:func:`moozi.driver.run_dir.find_checkpoint`). ``record_frames`` keeps
+    each game's observations (to draw them).
 
     Returns ``(config, two_player, episodes, checkpoint metadata)``; each
     :class:`~moozi.workers.Episode` holds the whole trajectory and the agent's seat.
@@ -42,7 +43,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     if two_player and num_envs % 2:
         num_envs = max(num_envs - 1, 2)
     actor = make_actor(config, env, model, "test", jax.random.key(seed), seed=seed ^ 0x5EED, num_envs=num_envs,
-                       opponent=opp)
+                       opponent=opp, record_frames=record_frames)
     try:
         actor.set_params(0, params)
         results = play_games(actor, games)

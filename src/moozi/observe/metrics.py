@@ -171,6 +171,13 @@ class MetricsWriter:
             arr = np.asarray(values, dtype=np.float64).reshape(-1)
             self._tb.add_histogram(key, arr, int(step))
 
+    def write_image(self, key: str, image: Any, step: int) -> None:
+        """Log an ``[H, W, 3]`` uint8 image to TensorBoard (no-op without TensorBoard)."""
+        if self._file is None:
+            raise ValueError("MetricsWriter is closed")
+        if self._tb is not None:
+            self._tb.add_image(key, np.asarray(image, np.uint8), int(step), dataformats="HWC")
+
     def flush(self) -> None:
         """Push buffered lines and events to disk."""
         if self._file is not None:

@@ -17,13 +17,15 @@ __all__ = ["Actor", "Episode", "EpisodeAssembler", "PolicyConfig", "StepSample",
 
 
 def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: int | None = None,
-               opponent=None, pool=None):
+               opponent=None, pool=None, record_frames: bool | None = None):
     """The actor for ``role`` (``"train"`` or ``"test"``) of a run's ``config``.
 
     A JAX-native game gets a :class:`~moozi.workers.device_actor.DeviceActor`;
     any other a :class:`~moozi.workers.pool_actor.PoolActor` over a pool of
     ``num_envs`` copies (``pool`` overrides it). ``opponent`` plays the other
     seat of two-player test games (a device or host opponent to match the path).
+    ``record_frames`` keeps the observations in the episodes (default: training
+    only; test games that are drawn as GIFs turn it on).
     """
     from moozi.envs.pool import episode_seed, make_pool
 
@@ -40,7 +42,7 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
         explore_moves=c.acting.explore_moves,
         random_moves=c.acting.random_moves,
         random_move_prob=c.acting.random_move_prob,
-        record_frames=train,
+        record_frames=train if record_frames is None else bool(record_frames),
     )
     if num_envs is None:
         num_envs = c.env.num_envs if train else c.testing.envs

@@ -49,6 +49,9 @@ def segment_metrics(samples, temperature: float | None) -> dict[str, float]:
                        ("acting/policy_entropy", "policy_entropy"), ("acting/search_depth", "max_depth")):
         x = np.asarray(getattr(samples, field))
         out[key] = float(x[acted].mean()) if acted.any() else 0.0
+    # Visit concentration: the share of the search policy on its favourite move (1: the search is sure).
+    top = np.asarray(samples.root_policy).max(axis=-1)
+    out["acting/visit_max_share"] = float(top[acted].mean()) if acted.any() else 0.0
     return out
 
 

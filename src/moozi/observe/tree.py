@@ -1,0 +1,353 @@
+"""Search-tree views: the planner's tree at one position, checked against the real game, as SVG and DOT.
+
+:func:`tree_nodes` turns one element of an ``mctx.Tree`` (the planner's
+``return_tree`` output) into visited :class:`TreeNode` records: visits, the
+backed-up value and Q, the prior, and the model's predicted reward and value.
+:func:`check_against_game` follows every node's actions in the real game from
+the same position and adds the true reward, whether each move was legal and
+whether the game had already ended, flagging the nodes where the model
+disagrees with the game: a predicted reward more than ``threshold`` from the
+true one, or an illegal move the search visited. Stochastic games are
+followed with the game's own random stream from the position (one sample of
+what could happen), so a flag there is a hint, not a proof.
+
+``moozi tree RUN`` (:func:`view_position`) reaches a position (moves from the
+start, or the test planner's own game after N steps), searches it with the
+test planner and writes ``RUN/trees/tree-UPDATES-POSITION.svg`` and ``.dot``.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One visited node of a search tree (values from the point of view of the player to move there).
+
+    id / parent: node indices (the root is 0, its parent -1). action: the augmented
+    action from the parent (0 at the root); ``env_action = action - 1``. depth: plies
+    from the root. visits: N. value: the backed-up value. raw_value: the network's
+    value at the node. prior: the parent's prior probability of this action.
+    reward: the model's predicted reward of the move. q: the move's Q from the
+    parent's point of view (reward + discount x value). The last four are filled
+    by :func:`check_against_game`: true_reward, legal (False: the game forbids
+    the move; None: the game had ended before it), flags (why it disagrees).
+    """
+
+    id: int
+    parent: int
+    action: int
+    depth: int
+    visits: int
+    value: float
+    raw_value: float
+    prior: float
+    reward: float
+    q: float
+    true_reward: float | None = None
+    legal: bool | None = None
+    game_over: bool = False
+    flags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def tree_nodes(tree, index: int = 0) -> list[TreeNode]:
+    """The visited nodes of batch element ``index`` of an ``mctx.Tree`` (numpy or JAX arrays), root first."""
+    g = {k: np.asarray(getattr(tree, k))[index] for k in (
+        "node_visits", "node_values", "raw_values", "parents", "action_from_parent", "children_prior_logits",
+        "children_rewards", "children_discounts", "children_values", "root_invalid_actions")}
+    nodes: list[TreeNode] = []
+    depth = {0: 0}
+    for n in range(g["node_visits"].shape[0]):
+        if g["node_visits"][n] <= 0:
+            continue
+        parent = int(g["parents"][n])
+        action = int(g["action_from_parent"][n]) if parent >= 0 else 0
+        if parent >= 0:
+            logits = g["children_prior_logits"][parent].astype(np.float64)
+            if parent == 0:  # the root's invalid moves are masked out of the prior (as the search does)
+                logits = np.where(g["root_invalid_actions"].astype(bool), -np.inf, logits)
+            prior = float(_softmax(logits)[action])
+            reward = float(g["children_rewards"][parent, action])
+            q = reward + float(g["children_discounts"][parent, action]) * float(g["children_values"][parent, action])
+            depth[n] = depth[parent] + 1
+        else:
+            prior, reward, q = 1.0, 0.0, float(g["node_values"][n])
+        nodes.append(TreeNode(n, parent, action, depth[n], int(g["node_visits"][n]), float(g["node_values"][n]),
+                              float(g["raw_values"][n]), prior, reward, q))
+    return nodes
+
+
+def path_to(nodes: list[TreeNode], node: TreeNode) -> list[int]:
+    """Augmented actions from the root to ``node``."""
+    by_id = {n.id: n for n in nodes}
+    path = []
+    while node.parent >= 0:
+        path.append(node.action)
+        node = by_id[node.parent]
+    return path[::-1]
+
+
+def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -> list[TreeNode]:
+    """Add the real game's reward and legality to every node, with disagreement flags.
+
+    ``follow(env_actions) -> [(legal, reward, over_before)]``, one entry per action:
+    whether the real game allowed it, the reward it paid the mover, and whether the
+    game had already ended before it (then nothing is played and the reward is 0).
+    """
+    out = []
+    for node in nodes:
+        if node.parent < 0:
+            out.append(node)
+            continue
+        steps = follow([a - 1 for a in path_to(nodes, node)])
+        legal, reward, over = steps[-1]
+        blocked = any(not ok for ok, _, done in steps[:-1] if not done)  # an earlier illegal move: no real game below
+        if blocked:
+            out.append(replace(node, legal=None, flags=("below an illegal move",)))
+            continue
+        flags = []
+        if over:
+            truth, legal_flag = 0.0, None
+        else:
+            truth, legal_flag = (float(reward) if legal else None), bool(legal)
+            if not legal:
+                flags.append("illegal move searched")
+        if truth is not None and abs(node.reward - truth) > threshold:
+            flags.append(f"reward {node.reward:+.2f}, game {truth:+.2f}")
+        out.append(replace(node, true_reward=truth, legal=legal_flag, game_over=over, flags=tuple(flags)))
+    return out
+
+
+def _label(n: TreeNode, action_name) -> list[str]:
+    head = "root" if n.parent < 0 else f"{action_name(n.action - 1)}"
+    lines = [f"{head}  N={n.visits}", f"Q={n.q:+.3f}  v={n.raw_value:+.3f}"]
+    if n.parent >= 0:
+        lines.append(f"p={n.prior:.2f}  r={n.reward:+.2f}")
+        if n.game_over:
+            lines.append("game over before")
+        elif n.legal is False:
+            lines.append("illegal in the game")
+        elif n.true_reward is not None:
+            lines.append(f"game r={n.true_reward:+.2f}")
+    return lines
+
+
+def to_dot(nodes: list[TreeNode], title: str = "", action_name=str) -> str:
+    """Graphviz DOT text of the tree (flagged nodes in red)."""
+    out = ["digraph search {", f"  label={_dot_str(title)}; labelloc=t;", "  node [shape=box fontsize=10];"]
+    for n in nodes:
+        colour = ' color=red fontcolor=red' if n.flags else ""
+        out.append(f"  n{n.id} [label={_dot_str(chr(10).join(_label(n, action_name) + list(n.flags)))}{colour}];")
+    for n in nodes:
+        if n.parent >= 0:
+            out.append(f"  n{n.parent} -> n{n.id};")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _dot_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_svg(nodes: list[TreeNode], title: str = "", action_name=str, box_w: int = 150, line_h: int = 13) -> str:
+    """A self-contained SVG drawing: depth downwards, children ordered by visits, flagged nodes red."""
+    children: dict[int, list[TreeNode]] = {}
+    for n in nodes:
+        if n.parent >= 0:
+            children.setdefault(n.parent, []).append(n)
+    for kids in children.values():
+        kids.sort(key=lambda k: (-k.visits, k.action))
+    x_of: dict[int, float] = {}
+    next_x = [0]
+
+    def place(n: TreeNode) -> float:  # leaves left to right; a parent centred over its children
+        kids = children.get(n.id, [])
+        x_of[n.id] = sum(place(k) for k in kids) / len(kids) if kids else float(next_x[0])
+        if not kids:
+            next_x[0] += 1
+        return x_of[n.id]
+
+    root = nodes[0]
+    place(root)
+    rows = max(len(_label(n, action_name)) + len(n.flags) for n in nodes)
+    box_h = rows * line_h + 8
+    gap_x, gap_y, top = 12, 36, 40
+    width = int(max(next_x[0], 1) * (box_w + gap_x) + gap_x)
+    depth = max(n.depth for n in nodes)
+    height = int(top + (depth + 1) * (box_h + gap_y))
+
+    def pos(n):
+        return gap_x + x_of[n.id] * (box_w + gap_x), top + n.depth * (box_h + gap_y)
+
+    esc = html.escape
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+           f"viewBox='0 0 {width} {height}' font-family='monospace' font-size='11'>",
+           f"<rect width='{width}' height='{height}' fill='white'/>",
+           f"<text x='{gap_x}' y='20' font-size='13' font-weight='bold'>{esc(title)}</text>"]
+    for n in nodes:
+        if n.parent >= 0:
+            (x0, y0), (x1, y1) = pos(next(p for p in nodes if p.id == n.parent)), pos(n)
+            w = 1 + 3 * n.visits / max(root.visits, 1)
+            out.append(f"<line x1='{x0 + box_w / 2:.1f}' y1='{y0 + box_h:.1f}' x2='{x1 + box_w / 2:.1f}' y2='{y1:.1f}' "
+                       f"stroke='#888' stroke-width='{w:.2f}'/>")
+    for n in nodes:
+        x, y = pos(n)
+        bad = bool(n.flags)
+        out.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{box_w}' height='{box_h}' rx='4' "
+                   f"fill='{'#fde8e8' if bad else '#f4f6fb'}' stroke='{'#d22' if bad else '#567'}'/>")
+        for i, line in enumerate(_label(n, action_name) + list(n.flags)):
+            colour = "#b00" if i >= len(_label(n, action_name)) else "#111"
+            out.append(f"<text x='{x + 5:.1f}' y='{y + 14 + i * line_h:.1f}' fill='{colour}'>{esc(line)}</text>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# --- moozi tree: reach a position, search it, compare with the game ---------------------------------
+
+
+class GameReplay:
+    """The real game replayed from its start (``seed``) through ``moves`` (environment actions).
+
+    :meth:`follow` plays further actions from that position, from scratch each
+    time (the game's own state is never shared with the search).
+    """
+
+    def __init__(self, name: str, kwargs: dict, modules, seed: int, moves: list[int]):
+        from moozi.envs.pool import make_pool
+
+        self.pool = make_pool(name, 1, seed=seed, modules=modules, **kwargs)
+        self.seed, self.moves = seed, list(moves)
+        self.timesteps = [self.pool.reset(seed)]  # the position's history (for the network's frames)
+        for m in self.moves:
+            self._check(self.timesteps[-1], m)
+            self.timesteps.append(self.pool.step(np.asarray([m])))
+
+    @staticmethod
+    def _check(ts, m: int) -> None:
+        from moozi.envs.contract import IllegalActionError
+
+        legal = np.asarray(ts.legal_actions)[0]
+        if bool(np.asarray(ts.is_last)[0]):
+            raise IllegalActionError(f"the game ended before move {m}")
+        if not 0 <= m < legal.size or not legal[m]:
+            raise IllegalActionError(f"move {m} is not legal here: legal moves are {np.flatnonzero(legal).tolist()}")
+
+    def follow(self, actions: list[int]) -> list[tuple[bool, float, bool]]:
+        ts = self.pool.reset(self.seed)
+        for m in self.moves:
+            ts = self.pool.step(np.asarray([m]))
+        out = []
+        over = False
+        for a in actions:
+            over = over or bool(np.asarray(ts.is_last)[0])
+            legal = np.asarray(ts.legal_actions)[0]
+            ok = (not over) and 0 <= a < legal.size and bool(legal[a])
+            if over or not ok:
+                out.append((ok, 0.0, over))
+                if not over:
+                    over = True  # nothing real below an illegal move
+                continue
+            ts = self.pool.step(np.asarray([a]))
+            out.append((True, float(np.asarray(ts.reward)[0]), False))
+        return out
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def view_position(run_dir, moves: list[int] | None = None, episode_step: int | None = None,
+                  checkpoint: str = "latest", seed: int = 0, threshold: float = 0.25, out_dir=None,
+                  simulations: int | None = None) -> dict:
+    """Search one position of a run's game with its test planner and write the tree as SVG and DOT.
+
+    The position: ``moves`` (environment actions from the start of a game seeded
+    with ``seed``), or the test planner's own greedy game after ``episode_step``
+    moves. ``simulations`` replaces the test planner's simulation count.
+    Returns the paths, the nodes and the number of flagged nodes.
+    """
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from moozi.driver import build_parts, load_params, load_run_config
+    from moozi.model.history import history_init, history_observation, history_push
+    from moozi.planner import plan
+
+    config = load_run_config(run_dir)
+    if simulations is not None:
+        config = dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
+                                                                              num_simulations=int(simulations)))
+    env, model = build_parts(config)
+    spec = env.spec
+    env.close()
+    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
+    params = jax.device_put(params)
+    A, L = model.num_actions, config.targets.history_length
+    two = spec.two_player
+
+    @jax.jit
+    def search(frames, actions, legal, key):
+        obs = history_observation((frames, actions), A)
+        return plan(model, params, key, obs, legal, config.test_planner, discount=config.targets.discount,
+                    two_player=two, temperature=jnp.zeros(1), gumbel_scale=jnp.zeros(1), return_tree=True)
+
+    def history_of(timesteps, played):
+        h = history_init(1, spec.observation_shape, L)
+        for i, ts in enumerate(timesteps):
+            prev = jnp.asarray([played[i - 1] + 1 if i else 0])
+            h = history_push(h, jnp.asarray(ts.observation), prev, jnp.asarray([i == 0]))
+        return h
+
+    key = jax.random.key(seed)
+    if moves is None:  # the test planner's own game up to episode_step
+        moves = []
+        game = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, [])
+        try:
+            for _ in range(int(episode_step or 0)):
+                ts = game.timesteps[-1]
+                if bool(np.asarray(ts.is_last)[0]):
+                    break
+                h = history_of(game.timesteps, moves)
+                out, _ = search(h[0], h[1], jnp.asarray(ts.legal_actions), key)
+                move = int(out.env_action[0])
+                moves.append(move)
+                game.timesteps.append(game.pool.step(np.asarray([move])))
+        finally:
+            game.close()
+    game = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, moves)
+    try:
+        ts = game.timesteps[-1]
+        if bool(np.asarray(ts.is_last)[0]):
+            from moozi.envs.contract import IllegalActionError
+
+            raise IllegalActionError(f"the game is over after moves {moves}: nothing to search")
+        h = history_of(game.timesteps, moves)
+        out, tree = search(h[0], h[1], jnp.asarray(ts.legal_actions), key)
+        nodes = check_against_game(tree_nodes(jax.device_get(tree)), game.follow, threshold)
+    finally:
+        game.close()
+    updates = int(meta["counters"]["updates"])
+    where = "-".join(str(m) for m in moves) or "start"
+    title = (f"{config.env.name}, update {updates:,}, after moves [{' '.join(map(str, moves))}]: "
+             f"{config.test_planner.kind} {config.test_planner.num_simulations} simulations, "
+             f"chose {int(out.env_action[0])}")
+    out_dir = Path(out_dir) if out_dir else Path(run_dir) / "trees"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"tree-{updates:09d}-{where[:60]}"
+    svg, dot = stem.with_suffix(".svg"), stem.with_suffix(".dot")
+    svg.write_text(to_svg(nodes, title))
+    dot.write_text(to_dot(nodes, title))
+    return {"svg": str(svg), "dot": str(dot), "moves": moves, "chosen": int(out.env_action[0]),
+            "root_value": float(out.root_value[0]), "nodes": len(nodes),
+            "flagged": sum(bool(n.flags) for n in nodes), "checkpoint": meta["path"]}

@@ -1,0 +1,101 @@
+"""Match statistics (issue 13's arena and gating math): hand-computed goldens."""
+
+import math
+
+import pytest
+
+from moozi.eval import stats
+
+
+def test_score_interval_golden():
+    # 6 wins, 2 draws, 2 losses: s = 0.7; per-game variance (6 x 0.3^2 + 2 x 0.2^2 + 2 x 0.7^2) / 10 = 0.16;
+    # se = sqrt(0.16 / 10) = 0.126491; half-width 1.959964 x 0.126491 = 0.247918
+    iv = stats.score_interval(6, 2, 2)
+    assert (iv.value, iv.low, iv.high) == (pytest.approx(0.7), pytest.approx(0.452082, abs=1e-6),
+                                           pytest.approx(0.947918, abs=1e-6))
+    assert stats.score_interval(0, 0, 0) == stats.Interval(0.5, 0.0, 1.0)
+    assert stats.score_interval(10, 0, 0).high == 1.0  # clipped to the possible range
+
+
+def test_elo_golden():
+    assert stats.elo_from_score(0.75) == pytest.approx(400 * math.log10(3))  # 190.849
+    assert stats.elo_from_score(0.5) == 0.0 and stats.elo_from_score(1.0) == math.inf
+    assert stats.score_from_elo(stats.elo_from_score(0.3)) == pytest.approx(0.3)
+    iv = stats.elo_interval(stats.Interval(0.5, 0.25, 0.75))
+    assert (iv.low, iv.high) == (pytest.approx(-190.849, abs=1e-3), pytest.approx(190.849, abs=1e-3))
+
+
+def test_pair_score_interval_golden():
+    # pairs 1, 1/2, 3/4, 1/4: mean 0.625, population std sqrt(0.078125) = 0.279508; half 1.959964 x 0.279508 / 2
+    iv = stats.pair_score_interval([1.0, 0.5, 0.75, 0.25])
+    assert (iv.value, iv.low, iv.high) == (pytest.approx(0.625), pytest.approx(0.351087, abs=1e-6),
+                                           pytest.approx(0.898913, abs=1e-6))
+
+
+def test_sprt_golden():
+    # pairs 1, 1, 1/2, 1: mean 0.875, variance 0.046875; s0 = 0.5 (0 Elo), s1 = 1 / (1 + 10^-0.25) = 0.640065
+    # LLR = 4 x 0.140065 x (1.75 - 1.140065) / (2 x 0.046875) = 3.64506
+    x = [1.0, 1.0, 0.5, 1.0]
+    assert stats.sprt_llr(x, 0.0, 100.0) == pytest.approx(3.64506, abs=1e-4)
+    lo, hi = stats.sprt_bounds(0.05, 0.05)
+    assert (lo, hi) == (pytest.approx(-2.944439, abs=1e-6), pytest.approx(2.944439, abs=1e-6))
+    assert stats.sprt_decision(x, 0.0, 100.0) == "H1"
+    assert stats.sprt_decision([0.0, 0.5, 0.0, 0.25], 0.0, 100.0) == "H0"
+    assert stats.sprt_decision([0.5, 0.75], 0.0, 100.0) == "continue"
+
+
+def test_hoeffding_games_golden():
+    assert stats.hoeffding_games(0.05, 0.05) == 738  # ln(40) / (2 x 0.05^2) = 737.78
+    with pytest.raises(ValueError, match="margin"):
+        stats.hoeffding_games(0.0, 0.05)
+
+
+def _games(first, second, wins, draws, losses):
+    return [(first, second, 1.0)] * wins + [(first, second, 0.5)] * draws + [(first, second, 0.0)] * losses
+
+
+def test_ratings_golden_two_players():
+    from moozi.eval.ratings import LN10_400, fit_ratings
+
+    # A beats the anchor 30 times in 40, seats balanced: r = 400 log10(30 / 10) = 190.85 Elo, first move 0;
+    # sd = 1 / sqrt(n p (1 - p)) / (ln 10 / 400) = 1 / sqrt(40 x 0.75 x 0.25) / 0.0057565 = 63.43 Elo
+    games = _games("A", "random", 15, 0, 5) + _games("random", "A", 5, 0, 15)
+    r = fit_ratings(games, anchor="random", prior_sd=1e6)
+    assert r.ratings["A"] == pytest.approx(400 * math.log10(3), abs=0.5) and r.ratings["random"] == 0.0
+    assert r.first_move == pytest.approx(0.0, abs=0.5) and r.draw_width == 0.0
+    assert r.sd["A"] == pytest.approx(1 / math.sqrt(40 * 0.75 * 0.25) / LN10_400, rel=0.01)
+    lo, hi = r.interval("A")
+    assert lo < r.ratings["A"] < hi
+
+
+def test_ratings_separate_first_move_and_draws():
+    from moozi.eval.ratings import fit_ratings
+
+    # equal players; whoever moves first wins 3 in 4 (no draws): first-move term 400 log10(3) = 190.85
+    games = _games("A", "random", 15, 0, 5) + _games("random", "A", 15, 0, 5)
+    r = fit_ratings(games, anchor="random", prior_sd=1e6)
+    assert r.ratings["A"] == pytest.approx(0.0, abs=0.5) and r.first_move == pytest.approx(190.85, abs=0.5)
+    drawn = fit_ratings(_games("A", "random", 10, 20, 10) + _games("random", "A", 10, 20, 10), anchor="random")
+    assert drawn.ratings["A"] == pytest.approx(0.0, abs=0.5) and drawn.draw_width > 0
+    with pytest.raises(ValueError, match="anchor"):
+        fit_ratings(games, anchor="perfect")
+
+
+def test_ratings_agree_with_openspiel():
+    """Three players, no draws, seats balanced: the same rating differences as OpenSpiel's Elo."""
+    pyspiel = pytest.importorskip("pyspiel")
+    from moozi.eval.ratings import fit_ratings
+
+    wins = {("A", "random"): (16, 4), ("B", "random"): (12, 8), ("A", "B"): (13, 7)}
+    games = []
+    for (p, q), (w, l_) in wins.items():
+        games += _games(p, q, w // 2, 0, l_ // 2) + _games(q, p, l_ - l_ // 2, 0, w - w // 2)
+    ours = fit_ratings(games, anchor="random", first_move=False, prior_sd=1e6).ratings
+    names = ["A", "B", "random"]
+    matrix = [[0] * 3 for _ in range(3)]
+    for (p, q), (w, l_) in wins.items():
+        matrix[names.index(p)][names.index(q)] += w
+        matrix[names.index(q)][names.index(p)] += l_
+    theirs = pyspiel.elo.compute_ratings_from_matrices(matrix)
+    for n in ("A", "B"):
+        assert ours[n] == pytest.approx(theirs[names.index(n)] - theirs[2], abs=3.0)

@@ -1,0 +1,220 @@
+"""Seeing what the agent does (issue 14): frames drawn per game kind, captioned GIFs, the HTML report,
+and the report opened in a real (headless) browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from moozi.cli import main
+from moozi.envs.contract import EnvSpec
+from moozi.observe.gif import caption, episode_frames, tensorboard_strip, write_gif
+from moozi.observe.render import cubehelix, kind_of, render
+from moozi.types import Trajectory
+from tests.test_train_smoke import TINY
+
+
+def _spec(name, shape, two_player=False, dtype="float32", scale=1.0, actions=3):
+    return EnvSpec(name, shape, actions, num_players=2 if two_player else 1, observation_dtype=dtype,
+                   observation_scale=scale)
+
+
+def test_cubehelix_matches_seaborn_golden():
+    # seaborn.color_palette("cubehelix", 4), as MinAtar's GUI builds it (printed by seaborn 0.13, x 255)
+    got = cubehelix(4).astype(int)
+    want = np.array([[0.0861, 0.2382, 0.3056], [0.3293, 0.4763, 0.1837], [0.8146, 0.4955, 0.5753],
+                     [0.7587, 0.7922, 0.9544]]) * 255
+    np.testing.assert_allclose(got, want, atol=2.0)
+
+
+def test_each_game_kind_is_drawn():
+    minatar = _spec("gymnax:Breakout-MinAtar", (10, 10, 4), dtype="uint8")
+    frame = np.zeros((10, 10, 4), np.uint8)
+    frame[0, 0, 1] = 1
+    frame[9, 9, 3] = 1
+    img = render(minatar, frame)
+    assert kind_of(minatar) == "minatar" and img.shape == (160, 160, 3) and img.dtype == np.uint8
+    palette = cubehelix(4)
+    assert (img[0, 0] == palette[1]).all() and (img[-1, -1] == palette[3]).all() and (img[80, 80] == 0).all()
+
+    pixels = _spec("ale:Pong", (84, 84, 4), dtype="uint8", scale=1 / 255)
+    frame = np.zeros((84, 84, 4), np.uint8)
+    frame[..., -1] = 200  # the newest frame of the stack is drawn
+    img = render(pixels, frame)
+    assert kind_of(pixels) == "pixels" and (img == 200).all()
+
+    board = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
+    frame = np.zeros((3, 3, 2), np.float32)
+    frame[1, 1, 0] = 1  # the mover's stone in the centre
+    first, second = render(board, frame, to_play=0), render(board, frame, to_play=1)
+    centre = (first.shape[0] // 2, first.shape[1] // 2)
+    assert kind_of(board) == "board" and not (first[centre] == second[centre]).all()  # colours stay per player
+
+    cart = _spec("gymnax:CartPole-v1", (1, 1, 4), actions=2)
+    upright, leaning = render(cart, np.zeros((1, 1, 4), np.float32)), render(cart, np.array([[[0, 0, 0.2, 0]]]))
+    assert kind_of(cart) == "cartpole" and not np.array_equal(upright, leaning)
+    assert kind_of(_spec("gym:Acrobot-v1", (1, 1, 6))) == "vector"
+    with pytest.raises(ValueError, match="observation_shape"):
+        render(cart, np.zeros((4,)))
+
+
+def _trajectory(n=4, two_player=False):
+    return Trajectory(
+        frames=np.zeros((n, 3, 3, 2), np.float32), actions=np.r_[np.arange(1, n), 0].astype(np.int32),
+        rewards=np.r_[0.0, 0.0, 0.0, 1.0][:n].astype(np.float32), root_values=np.full(n, 0.5, np.float32),
+        root_policies=np.zeros((n, 10), np.float32), to_play=(np.arange(n) % 2 if two_player else np.zeros(n)).astype(np.int32),
+        first=np.int32(0), last=np.int32(n - 1), is_terminal=np.bool_(True), random_actions=np.zeros(n, bool))
+
+
+def test_captions_golden():
+    spec = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
+    traj = _trajectory(two_player=True)
+    # step 1: the reward that arrived with it, v*, the game's action index (stored index 2 -> action 1)
+    assert caption(spec, traj, 1, agent_seat=0) == ["step 1/3  r +0  player 1 (opponent)", "v* +0.5  action 1"]
+    assert caption(spec, traj, 3, agent_seat=0) == ["step 3/3  r +1  player 1 (opponent)", "end of episode"]
+
+
+def test_gif_has_one_frame_per_step(tmp_path):
+    spec = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
+    frames = episode_frames(spec, _trajectory(two_player=True), agent_seat=1)
+    assert len(frames) == 4 and len({f.shape for f in frames}) == 1
+    path = write_gif(tmp_path / "a.gif", frames)
+    with Image.open(path) as im:
+        assert im.format == "GIF" and im.n_frames == 4
+    assert tensorboard_strip(frames, max_frames=2).shape[1] == 2 * frames[0].shape[1]
+    with pytest.raises(ValueError, match="record_frames"):  # a test game played without frames
+        episode_frames(spec, _trajectory().replace(frames=np.zeros((4, 1, 1, 1), np.float32)))
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("observe") / "cartpole"
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "testing.record_every=2"]) == 0
+    return run
+
+
+def test_training_records_test_episodes(cartpole_run):
+    gifs = sorted((cartpole_run / "gifs").glob("test-*.gif"))
+    rows = [json.loads(line) for line in (cartpole_run / "metrics.jsonl").read_text().splitlines()]
+    tests = sum("test/return_mean" in r for r in rows)
+    assert len(gifs) == (tests + 1) // 2 and gifs  # tests 1, 3, 5, ...
+    with Image.open(gifs[0]) as im:
+        assert im.n_frames >= 2
+    assert "moozi train --preset cartpole" in (cartpole_run / "commands.txt").read_text()
+
+
+def test_watch_writes_a_gif(cartpole_run, tmp_path, capsys):
+    capsys.readouterr()
+    out = tmp_path / "w.gif"
+    assert main(["watch", str(cartpole_run), "--episodes", "2", "--out", str(out)]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["gif"] == str(out) and line["episodes"] == 2
+    with Image.open(out) as im:
+        assert im.n_frames == line["frames"] and im.n_frames >= 2
+
+
+def test_report_is_self_contained(cartpole_run, tmp_path, capsys):
+    other = tmp_path / "copy"
+    shutil.copytree(cartpole_run, other)
+    capsys.readouterr()
+    out = tmp_path / "report.html"
+    assert main(["report", str(cartpole_run), str(other), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") >= 6 and "data:image/gif;base64," in page
+    assert "http://" not in page and "https://" not in page  # nothing to fetch
+    assert "moozi train --preset cartpole" in page and "gymnax:CartPole-v1" in page
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def test_report_opens_in_a_browser(cartpole_run, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        if os.geteuid() == 0 and shutil.which("apt-get"):  # where make installs it (CI): never skipped
+            pytest.fail("no chromium, though make installs Debian's package where it runs as root")
+        pytest.skip("no chromium: `make` installs Debian's package when run as root")
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "report.html"
+    assert main(["report", str(cartpole_run), "--out", str(out)]) == 0
+    shot = tmp_path / "report.png"
+    errors: list[str] = []
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+        page = b.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(Path(out).as_uri())
+        page.wait_for_load_state("load")
+        images = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth, e.alt])")
+        page.screenshot(path=str(shot), full_page=True)
+        b.close()
+    assert not errors, errors
+    assert len(images) >= 6 and all(done and width > 0 for done, width, _ in images), images
+    pixels = np.asarray(Image.open(shot).convert("L"), np.float64)
+    assert pixels.shape[0] > 900 and pixels.std() > 10  # not a blank page: charts and text drawn
+
+
+def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["embed", str(cartpole_run), "--episodes", "2", "--out-dir", str(tmp_path / "e")]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    with Image.open(line["png"]) as im:
+        assert im.format == "PNG" and im.size[0] > 100
+        assert np.asarray(im.convert("L")).std() > 5  # points drawn, not a blank figure
+    projector = Path(line["projector"])
+    assert (projector / "projector_config.pbtxt").exists() and line["positions"] >= 4
+    tensors = list(projector.rglob("tensors.tsv"))
+    assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"]
+
+
+@pytest.fixture(scope="module", params=["tictactoe", "breakout"])
+def tiny_run(request, tmp_path_factory):
+    run = tmp_path_factory.mktemp("smoke") / request.param
+    assert main(["train", "--preset", request.param, "--run-dir", str(run), *TINY, "testing.record_every=1"]) == 0
+    return run
+
+
+def test_every_command_on_a_tiny_run(tiny_run, tmp_path, capsys):
+    """watch, tree, embed and report on tic-tac-toe and Breakout-MinAtar (CartPole: the tests above)."""
+    assert list((tiny_run / "gifs").glob("test-*.gif"))
+    capsys.readouterr()
+    assert main(["watch", str(tiny_run), "--out", str(tmp_path / "w.gif")]) == 0
+    with Image.open(tmp_path / "w.gif") as im:
+        assert im.format == "GIF" and im.n_frames >= 2
+    assert main(["tree", str(tiny_run), "--episode-step", "1", "--out-dir", str(tmp_path / "t")]) == 0
+    tree = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert Path(tree["svg"]).read_text().startswith("<svg") and tree["nodes"] > 1
+    assert main(["embed", str(tiny_run), "--episodes", "2", "--colour", "step", "--out-dir", str(tmp_path / "e")]) == 0
+    with Image.open(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["png"]) as im:
+        assert im.format == "PNG"
+    assert main(["report", str(tiny_run), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>") and "data:image/gif" in page
+
+
+@pytest.mark.parametrize("game, empty", [("tic_tac_toe", 0), ("connect_four", 2), ("breakthrough(rows=5,columns=5)", 2)])
+def test_openspiel_boards_draw_pieces_not_empty_cells(game, empty):
+    from moozi.envs import make_env
+    from moozi.observe.render import board_planes
+
+    env = make_env(f"openspiel:{game}")
+    try:
+        h, w, c = env.spec.observation_shape
+        frame = np.zeros((h, w, c), np.float32)
+        frame[..., empty] = 1.0  # an empty board, player 0 to move (the to_play plane, last, is 0)
+        planes = board_planes(env.spec, frame)
+        assert empty not in planes and c - 1 not in planes and len(planes) == 2
+        img = render(env.spec, frame, planes=planes)
+        assert len(np.unique(img.reshape(-1, 3), axis=0)) == 2  # board and grid only: no discs on empty cells
+    finally:
+        env.close()
