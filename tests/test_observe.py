@@ -76,7 +76,9 @@ def test_captions_golden():
     spec = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
     traj = _trajectory(two_player=True)
     # step 1: the reward that arrived with it, v*, the game's action index (stored index 2 -> action 1)
-    assert caption(spec, traj, 1, agent_seat=0) == ["step 1/3  r +0  player 1 (opponent)", "v* +0.5  action 1"]
+    assert caption(spec, traj, 1, agent_seat=0) == ["step 1/3  r +0  player 1 (opponent)", "action 1"]
+    assert caption(spec, traj, 2, agent_seat=0) == ["step 2/3  r +0  player 0 (agent)", "v* +0.5  action 2"]
+    assert caption(spec, traj, 1) == ["step 1/3  r +0  player 1", "v* +0.5  action 1"]  # self-play: both search
     assert caption(spec, traj, 3, agent_seat=0) == ["step 3/3  r +1  player 1 (opponent)", "end of episode"]
 
 

@@ -3,7 +3,7 @@
 The caption of step ``t`` says what the agent saw and did there: the step, the
 reward that arrived with this observation (``r_t``), the search value ``v*_t``
 and the action chosen (``a_t``, the game's own action index); two-player games
-also say whose move it is. Pillow writes the GIF; TensorBoard gets the same
+also say whose move it is (an opponent's move shows its action only). Pillow writes the GIF; TensorBoard gets the same
 frames as an image strip (:func:`tensorboard_strip`).
 """
 
@@ -28,11 +28,13 @@ def caption(spec: EnvSpec, traj: Trajectory, t: int, agent_seat: int | None = No
     value = float(np.asarray(traj.root_values)[t])
     action = int(np.asarray(traj.actions)[t]) - 1  # stored actions are augmented: 0 is the dummy
     head = f"step {t}/{last}  r {reward:+.3g}"
+    searched = True
     if spec.two_player:
         mover = int(np.asarray(traj.to_play)[t])
         who = "" if agent_seat is None else (" (agent)" if mover == agent_seat else " (opponent)")
         head += f"  player {mover}{who}"
-    tail = "end of episode" if t == last else f"v* {value:+.3g}  action {action}"
+        searched = agent_seat is None or mover == agent_seat  # the opponent's moves carry no search of ours
+    tail = "end of episode" if t == last else (f"v* {value:+.3g}  action {action}" if searched else f"action {action}")
     return [head, tail]
 
 

@@ -129,7 +129,7 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
 
 
 def _label(n: TreeNode, action_name) -> list[str]:
-    head = "root" if n.parent < 0 else f"{action_name(n.action - 1)}"
+    head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n.action - 1)}"
     lines = [f"{head}  N={n.visits}", f"Q={n.q:+.3f}  v={n.raw_value:+.3f}"]
     if n.parent >= 0:
         lines.append(f"p={n.prior:.2f}  r={n.reward:+.2f}")
