@@ -121,6 +121,14 @@ def test_watch_writes_a_gif(cartpole_run, tmp_path, capsys):
         assert im.n_frames == line["frames"] and im.n_frames >= 2
 
 
+def test_tree_on_cartpole(cartpole_run, tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["tree", str(cartpole_run), "--episode-step", "3", "--out-dir", str(tmp_path)]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(result["moves"]) == 3 and result["nodes"] >= 2
+    assert Path(result["svg"]).read_text().startswith("<svg") and Path(result["dot"]).read_text().startswith("digraph")
+
+
 def test_report_is_self_contained(cartpole_run, tmp_path, capsys):
     other = tmp_path / "copy"
     shutil.copytree(cartpole_run, other)
