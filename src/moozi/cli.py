@@ -207,34 +207,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import numpy as np
-
-    from moozi.eval.evaluate import play
-    from moozi.observe.gif import episode_frames, write_gif
-    from moozi.workers import agent_return
+    from moozi.observe.gif import watch_run
 
     if args.episodes < 1:
         print("moozi watch: --episodes must be >= 1", file=sys.stderr)
         return 2
     _log_console()
-    config, two_player, episodes, meta = play(args.run_dir, args.opponent, args.episodes, args.seed,
-                                              args.checkpoint, record_frames=True)
-    from moozi.driver import build_parts
-
-    env, _ = build_parts(config)
-    env.close()
-    frames = []
-    for ep in episodes:
-        frames += episode_frames(env.spec, ep.trajectory, ep.agent_seat if two_player else None)
-    if args.max_frames:
-        frames = frames[:args.max_frames]
-    out = Path(args.out) if args.out else Path(args.run_dir) / "gifs" / f"watch-{meta['counters']['updates']:09d}.gif"
-    write_gif(out, frames, fps=args.fps)
-    returns = [agent_return(ep.trajectory, ep.agent_seat, two_player) for ep in episodes]
-    print(json.dumps({"gif": str(out), "checkpoint": meta["path"], "episodes": len(episodes), "frames": len(frames),
-                      "returns": [float(r) for r in returns], "return_mean": float(np.mean(returns))}))
+    print(json.dumps(watch_run(args.run_dir, args.episodes, args.opponent, args.seed, args.checkpoint, args.out,
+                               args.fps, args.max_frames)))
     return 0
 
 

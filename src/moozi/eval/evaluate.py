@@ -14,15 +14,16 @@ from moozi.workers import agent_return, make_actor, play_games
 
 
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-         checkpoint: str = "latest", record_frames: bool = False):
+         checkpoint: str = "latest", record_frames: bool = False, with_spec: bool = False):
     """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
     count (:func:`moozi.driver.run_dir.find_checkpoint`). ``record_frames`` keeps
     each game's observations (to draw them).
 
-    Returns ``(config, two_player, episodes, checkpoint metadata)``; each
-    :class:`~moozi.workers.Episode` holds the whole trajectory and the agent's seat.
+    Returns ``(config, two_player, episodes, checkpoint metadata)`` (and the game's
+    spec with ``with_spec``); each :class:`~moozi.workers.Episode` holds the whole
+    trajectory and the agent's seat.
     """
     from moozi.eval.perfect import make_opponent
 
@@ -50,7 +51,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     finally:
         actor.close()
         env.close()
-    return config, two_player, results, meta
+    return (config, two_player, results, meta, env.spec) if with_spec else (config, two_player, results, meta)
 
 
 def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,

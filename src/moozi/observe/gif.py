@@ -103,3 +103,26 @@ def tensorboard_strip(frames: list, max_frames: int = 16) -> np.ndarray:
     (TensorBoard's image dashboard shows a still; the GIF beside the run has every frame)."""
     idx = np.unique(np.linspace(0, len(frames) - 1, min(max_frames, len(frames))).round().astype(int))
     return np.concatenate([np.asarray(frames[i], np.uint8) for i in idx], axis=1)
+
+
+def watch_run(run_dir, episodes: int = 1, opponent: str = "random", seed: int = 0, checkpoint: str = "latest",
+              out=None, fps: float = 4.0, max_frames: int = 0) -> dict:
+    """``moozi watch``: play ``episodes`` greedy games of a run's checkpoint and write them as one GIF.
+
+    Returns the GIF's path, the checkpoint, the frame count and each game's return.
+    """
+    from moozi.eval.evaluate import play
+    from moozi.workers import agent_return
+
+    config, two_player, games, meta, spec = play(run_dir, opponent, episodes, seed, checkpoint, record_frames=True,
+                                                 with_spec=True)
+    frames = []
+    for g in games:
+        frames += episode_frames(spec, g.trajectory, g.agent_seat if two_player else None)
+    if max_frames:
+        frames = frames[:max_frames]
+    out = Path(out) if out else Path(run_dir) / "gifs" / f"watch-{meta['counters']['updates']:09d}.gif"
+    write_gif(out, frames, fps=fps)
+    returns = [float(agent_return(g.trajectory, g.agent_seat, two_player)) for g in games]
+    return {"gif": str(out), "checkpoint": meta["path"], "episodes": len(games), "frames": len(frames),
+            "returns": returns, "return_mean": float(np.mean(returns))}
