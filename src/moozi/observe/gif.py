@@ -9,7 +9,6 @@ frames as an image strip (:func:`tensorboard_strip`).
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -86,16 +85,6 @@ def write_gif(path: Path | str, frames: list, fps: float = 8.0) -> Path:
     images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
     tmp.replace(path)  # a reader never sees half a GIF
     return path
-
-
-def gif_bytes(frames: list, fps: float = 8.0) -> bytes:
-    """The GIF of :func:`write_gif` in memory."""
-    from PIL import Image
-
-    buf = io.BytesIO()
-    images = [Image.fromarray(np.asarray(f, np.uint8)) for f in frames]
-    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
-    return buf.getvalue()
 
 
 def tensorboard_strip(frames: list, max_frames: int = 16) -> np.ndarray:
