@@ -565,6 +565,10 @@ class TestingConfig:
     record_every: every this-many tests, one test episode is drawn as
       ``RUN/gifs/test-UPDATES.gif`` and a TensorBoard image (0: never; then
       test games keep no frames and nothing is drawn).
+    opponent: two-player games: who the test games are played against,
+      ``"random"`` or ``"perfect"`` (tic-tac-toe only; then the test score, and
+      so the ``best`` checkpoint, ranks params by how they fare against
+      perfect play instead of against a random mover).
     """
 
     __test__ = False  # not a pytest class
@@ -577,9 +581,11 @@ class TestingConfig:
     keep_best: bool = True
     best_window: int = 3
     record_every: int = 0
+    opponent: str = "random"
 
     def __post_init__(self):
         o = "testing"
+        _choice(o, "opponent", self.opponent, ("random", "perfect"))
         _nonneg_int(o, "every", self.every)
         _nonneg_int(o, "health_tests", self.health_tests)
         _boolean(o, "keep_best", self.keep_best)
@@ -643,6 +649,9 @@ class Config:
             raise ConfigError(f"replay.capacity = {r.capacity} is below schedule.min_replay_steps = "
                               f"{s.min_replay_steps}: replay could never hold enough steps to start training; "
                               "raise replay.capacity or lower schedule.min_replay_steps")
+        if self.testing.opponent == "perfect" and self.env.name not in ("pgx:tic_tac_toe", "openspiel:tic_tac_toe"):
+            raise ConfigError(f"testing.opponent = 'perfect' is only available for tic-tac-toe (pgx:tic_tac_toe, "
+                              f"openspiel:tic_tac_toe), not {self.env.name!r}; allowed for it: 'random'")
         if s.max_env_steps is not None and s.max_env_steps < s.min_replay_steps:
             raise ConfigError(f"schedule.max_env_steps = {s.max_env_steps} is below schedule.min_replay_steps = "
                               f"{s.min_replay_steps}: the run would stop before its first update")
