@@ -41,19 +41,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from moozi.eval.stats import wilson_interval  # noqa: E402
 from summarize_run import summarize  # noqa: E402
 
 Z95 = 1.959963984540054
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a binomial rate ``k / n`` (``(0, 0)`` when n = 0)."""
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def mean_interval(values) -> dict:
@@ -100,7 +91,7 @@ def final_eval(run_dir: Path, games: int, opponent: str, seed: int, checkpoint: 
         n = int(returns.size)
         wins, losses = int(np.sum(returns > 0)), int(np.sum(returns < 0))
         out.update(opponent=opponent, wins=wins, draws=n - wins - losses, losses=losses,
-                   loss_rate_95=wilson(losses, n), win_rate_95=wilson(wins, n),
+                   loss_rate_95=wilson_interval(losses, n), win_rate_95=wilson_interval(wins, n),
                    losses_by_seat=[int(np.sum((returns < 0) & (seats == s))) for s in (0, 1)])
     return out
 

@@ -77,3 +77,18 @@ def test_perfect_opponent_only_for_tictactoe(ttt_run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", str(run), "--opponent", "perfect", "--games", "2"]) == 2
     assert "only available for tic-tac-toe" in capsys.readouterr().err
+
+
+def test_match_a_run_against_players(ttt_run, tmp_path, capsys):
+    """`moozi match` with a trained run: its search and its prior against perfect play and OpenSpiel MCTS."""
+    capsys.readouterr()
+    pool = tmp_path / "pool.jsonl"
+    for a, b in ((f"{ttt_run},sims=4", "perfect"), (f"prior:{ttt_run},temp=1", "os-mcts-8")):
+        assert main(["match", a, b, "--pairs", "3", "--records", str(tmp_path / "m.jsonl"), "--pool", str(pool),
+                     "--json"]) == 0
+        out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert out["games"] == 6 and out["a"]["source"] == str(ttt_run)
+        assert out["a"]["kind"] == ("mcts" if b == "perfect" else "prior")
+        assert out["a"]["updates"] > 0 and out["ms_per_move"]["a"] > 0
+    assert main(["ratings", str(pool), "--anchor", "perfect"]) == 0
+    assert "perfect" in capsys.readouterr().out

@@ -99,3 +99,18 @@ def test_ratings_agree_with_openspiel():
     theirs = pyspiel.elo.compute_ratings_from_matrices(matrix)
     for n in ("A", "B"):
         assert ours[n] == pytest.approx(theirs[names.index(n)] - theirs[2], abs=3.0)
+
+
+def test_wilson_interval_golden():
+    # 0 of 20: the upper end is z^2 / (n + z^2) = 3.841459 / 23.841459.
+    low, high = stats.wilson_interval(0, 20)
+    assert low == 0.0 and high == pytest.approx(0.161125, abs=1e-6)
+    # 5 of 10: centre 1/2, half-width z sqrt(1/40 + z^2/400) / (1 + z^2/10) = 0.3645936 / 1.3841459 = 0.263407.
+    assert stats.wilson_interval(5, 10) == pytest.approx((0.236593, 0.763407), abs=1e-6)
+    assert stats.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_pair_interval_of_identical_pairs_is_not_empty():
+    # 20 pairs all lost: a normal interval would be [0, 0]; the pairs count as 20 trials instead.
+    iv = stats.pair_score_interval([0.0] * 20)
+    assert (iv.value, iv.low) == (0.0, 0.0) and iv.high == pytest.approx(0.161125, abs=1e-6)

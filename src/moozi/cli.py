@@ -206,6 +206,63 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _match(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import run_match
+
+    _log_console()
+    result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
+                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(_match_table(result))
+    return 0
+
+
+def _match_table(r: dict) -> str:
+    """A short human summary of a match (``--json`` prints everything)."""
+    def fmt(i, scale=1.0, digits=3):
+        return f"{_num(i['value'], scale, digits)} [{_num(i['low'], scale, digits)}, {_num(i['high'], scale, digits)}]"
+
+    lines = [
+        f"{r['game']}: {r['games']} games ({r['pairs']} pairs, {r['opening_plies']} random opening plies, "
+        f"seed {r['seed']})",
+        f"A = {r['a']['id']}",
+        f"B = {r['b']['id']}",
+        f"A: {r['wins']} wins / {r['draws']} draws / {r['losses']} losses"
+        f"  (moving first {r['a_first']['wins']}/{r['a_first']['draws']}/{r['a_first']['losses']}, "
+        f"second {r['a_second']['wins']}/{r['a_second']['draws']}/{r['a_second']['losses']})",
+        f"score of A (95%, from pairs): {fmt(r['score'])}",
+        f"Elo of A - B (95%): {fmt(r['elo'], digits=0)}",
+        f"win rate {fmt(r['win_rate'])}, loss rate {fmt(r['loss_rate'])} (Wilson 95%)",
+        f"distinct games {100 * r['distinct_games']:.0f}%, mean plies {r['mean_plies']:.1f}, ms per move: "
+        f"A {r['ms_per_move']['a']:.3f}, B {r['ms_per_move']['b']:.3f}; {r['wall_s']:.1f} s",
+        f"records: {r['records']}",
+    ]
+    return "\n".join(lines)
+
+
+def _num(x, scale, digits):
+    return f"{round(x * scale, digits) + 0.0:.{digits}f}" if isinstance(x, float) else str(x)  # no "-0"
+
+
+def _ratings(args: argparse.Namespace) -> int:
+    from moozi.eval.ratings import ratings_table, read_pool
+
+    table = ratings_table(read_pool(args.pools), anchor=args.anchor, game=args.game)
+    if args.json:
+        print(json.dumps(table))
+        return 0
+    width = max(len(r["player"]) for r in table["players"])
+    print(f"{table['game']}: {table['games']} games; Elo (logistic) with 95% intervals, {table['anchor']} = 0; first-move advantage "
+          f"{table['first_move']:+.0f} +- {1.96 * table['first_move_sd']:.0f}")
+    print(f"{'player':<{width}}  {'rating':>7}  {'95% interval':>17}  {'games':>6}  {'score':>5}")
+    for r in table["players"]:
+        print(f"{r['player']:<{width}}  {r['rating']:7.0f}  [{r['low']:7.0f}, {r['high']:7.0f}]  {r['games']:6d}  "
+              f"{r['score']:5.3f}")
+    return 0
+
+
 def _watch(args: argparse.Namespace) -> int:
     from moozi.observe.gif import watch_run
 
@@ -319,6 +376,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help="latest (the newest good checkpoint, default), best (the params with the best test "
                          "score, testing.keep_best) or an update count of a kept checkpoint")
     ev.set_defaults(func=_eval)
+
+    match = sub.add_parser(
+        "match", help="play two players against each other in pairs of games; W/D/L, score and Elo with intervals",
+        description="Play PAIRS pairs of games between A and B: each pair starts from the same seeded random "
+                    "opening and the players swap seats. Players: random, perfect (tic-tac-toe), os-mcts-N "
+                    "(OpenSpiel MCTS, N simulations, random rollouts), RUN[@CKPT] (a trained run's search), "
+                    "prior:RUN[@CKPT] (its prior only); options after commas: eps=P (any player), sims=N and "
+                    "temp=T (runs), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
+                    "`moozi match runs/c4@best os-mcts-100 --pairs 100`.")
+    match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
+    match.add_argument("b", metavar="B", help="player B")
+    match.add_argument("--game", default=None, help="the game (default: the game of the run among the players)")
+    match.add_argument("--pairs", type=int, default=100, help="pairs of games (default 100)")
+    match.add_argument("--opening-plies", type=int, default=2,
+                       help="random plies played before the players take over, the same in both games of a pair "
+                            "(default 2)")
+    match.add_argument("--seed", type=int, default=0, help="seeds the openings, the game and each player's stream")
+    match.add_argument("--batch", type=int, default=256, help="games played at once in lock-step (default 256)")
+    match.add_argument("--records", metavar="FILE.jsonl", default=None,
+                       help="where the game records go (default matches/match-TIMESTAMP.jsonl)")
+    match.add_argument("--pool", metavar="FILE.jsonl", default=None,
+                       help="also append the games to this rating pool file (see `moozi ratings`)")
+    match.add_argument("--json", action="store_true", help="print the whole summary as one JSON line")
+    match.set_defaults(func=_match)
+
+    ratings = sub.add_parser(
+        "ratings", help="fit ratings (Bradley-Terry with draws and a first-move term) to a pool of games",
+        description="Fit Elo ratings with 95% intervals to every game in the pool files (written by "
+                    "`moozi match --pool FILE`); a run directory stands for its ratings/games.jsonl.")
+    ratings.add_argument("pools", nargs="+", metavar="POOL", help="pool files (JSON lines) or run directories")
+    ratings.add_argument("--anchor", default="random", help="the player fixed at rating 0 (default random)")
+    ratings.add_argument("--game", default=None, help="only the games of this game (needed when the pool mixes games)")
+    ratings.add_argument("--json", action="store_true", help="print the table as one JSON line")
+    ratings.set_defaults(func=_ratings)
 
     watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
                            description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "

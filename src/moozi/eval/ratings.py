@@ -102,3 +102,60 @@ def fit_ratings(games, anchor: str, prior_sd: float = 1000.0, first_move: bool =
         games=len(games),
         log_likelihood=float(log_posterior(jnp.asarray(theta))[1]),
     )
+
+
+def read_pool(paths) -> list[dict]:
+    """Games of rating pool files (JSON lines ``{first, second, score_first, ...}``); a run directory
+    stands for its ``ratings/games.jsonl``. Lines that are not games (headers) are skipped."""
+    import json
+    from pathlib import Path
+
+    from moozi.config import ConfigError
+
+    games = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            path = path / "ratings" / "games.jsonl"
+        if not path.is_file():
+            raise ConfigError(f"{p}: no rating pool file at {path} (write one with `moozi match ... --pool FILE`)")
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                g = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{path}:{n} is not JSON ({err})") from None
+            if {"first", "second", "score_first"} <= set(g):
+                games.append(g)
+    return games
+
+
+def ratings_table(games: list[dict], anchor: str = "random", game: str | None = None) -> dict:
+    """Fit the pool (:func:`fit_ratings`) and tabulate: rating, 95% interval, games and score per player.
+
+    A pool with games of several kinds needs ``game`` (ratings of different games do not mix)."""
+    from moozi.config import ConfigError
+
+    kinds = sorted({g.get("game") for g in games} - {None})
+    if game is not None:
+        games = [g for g in games if g.get("game") == game]
+    elif len(kinds) > 1:
+        raise ConfigError(f"the pool holds games of {len(kinds)} kinds ({', '.join(kinds)}): choose one with --game")
+    if not games:
+        raise ConfigError("the rating pool holds no games" + (f" of {game}" if game else ""))
+    names = {g["first"] for g in games} | {g["second"] for g in games}
+    if anchor not in names:
+        raise ConfigError(f"anchor {anchor!r} played no game in the pool; players: {', '.join(sorted(names))} "
+                          "(choose one with --anchor)")
+    fit = fit_ratings([(g["first"], g["second"], g["score_first"]) for g in games], anchor=anchor)
+    rows = []
+    for name in sorted(names, key=lambda n: -fit.ratings[n]):
+        played = [g for g in games if name in (g["first"], g["second"])]
+        score = sum(g["score_first"] if g["first"] == name else 1.0 - g["score_first"] for g in played)
+        low, high = fit.interval(name)
+        rows.append({"player": name, "rating": fit.ratings[name], "low": low, "high": high,
+                     "games": len(played), "score": score / len(played)})
+    return {"anchor": anchor, "game": game or (kinds[0] if kinds else None), "games": fit.games,
+            "first_move": fit.first_move, "first_move_sd": fit.first_move_sd,
+            "draw_width": fit.draw_width, "players": rows}

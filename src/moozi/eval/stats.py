@@ -54,12 +54,26 @@ def score_interval(wins: int, draws: int, losses: int, z: float = Z95) -> Interv
     return Interval(s, max(0.0, s - half), min(1.0, s + half))
 
 
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate ``k / n`` (``(0, 1)`` when ``n = 0``: nothing is known)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def pair_score_interval(pair_scores, z: float = Z95) -> Interval:
     """Mean score of game pairs (each the mean of its two games: 0, 1/4, ..., 1) with a normal interval."""
     x = np.asarray(pair_scores, np.float64)
     if x.size == 0:
         return Interval(0.5, 0.0, 1.0)
     s = float(x.mean())
+    if float(x.std()) == 0.0:
+        # Every pair scored the same (e.g. all lost): the normal interval would have no width, so the
+        # pairs count as n trials of a rate s (Wilson), which is honest about how few they are.
+        return Interval(s, *wilson_interval(s * x.size, x.size, z))
     half = z * float(x.std()) / math.sqrt(x.size)
     return Interval(s, max(0.0, s - half), min(1.0, s + half))
 

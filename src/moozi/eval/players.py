@@ -1,0 +1,456 @@
+"""Players for two-player games, one batched interface (what the arena, ``moozi match`` and ratings use).
+
+A player plays ``B`` games in lock-step (the arena's pool) and sees every step
+of every game, whoever moved::
+
+    player.reset(ts)                 # ts: [B] first steps (numpy TimeStep)
+    actions = player.act(ts, movers) # [B] environment actions; only rows where movers [B] is True are read
+    player.observe(ts_next, actions) # after the pool stepped with the actions of both sides
+
+so players that keep state (the learned model's history stack, OpenSpiel
+states) keep it for every game, and ``act`` is only asked for the games where
+the player is to move. Each player owns its random stream (seeded by the
+arena from the match seed and its side).
+
+Every player has a :class:`PlayerSpec`: a kind, the settings that change how
+it plays, and an ``id`` (what ratings and game records name it by), so a
+result is never published without both players' settings.
+
+Player strings (``moozi match A B``)::
+
+    random                     uniformly random legal moves
+    perfect                    tic-tac-toe minimax (uniform among optimal moves)
+    os-mcts-N                  OpenSpiel's C++ MCTSBot: N simulations, random rollouts (uct_c 2, solver on)
+    RUN[@CKPT]                 a trained run: the learned-model search of its test planner
+                               (CKPT: latest (default), best or an update count)
+    prior:RUN[@CKPT]           the same network's prior only (no search)
+
+    options after a comma, for any player: ,eps=0.05 (a uniformly random legal move
+    with this probability); for runs: ,sims=N (simulations), ,temp=T (sample the
+    search policy, or the prior, sharpened by 1/T; 0 = greedy); for os-mcts:
+    ,rollouts=K, ,uct=C, ,solve=0|1.
+
+Batched players stay batched: the learned-model player gathers the games to
+move into one padded batch (sizes rounded up to powers of two, so a handful of
+compiled shapes) and searches them in one jitted call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from moozi.config import ConfigError
+
+# Games whose pgx bridge has an OpenSpiel twin with the same action indices (checked every move).
+OPENSPIEL_TWINS = {"pgx:tic_tac_toe": "tic_tac_toe", "pgx:connect_four": "connect_four"}
+
+
+@dataclass(frozen=True)
+class PlayerSpec:
+    """What a player is: ``kind`` and its settings (``settings`` sorted ``(key, value)`` pairs).
+
+    ``source``: a run directory and checkpoint for trained players (``None`` otherwise);
+    ``updates``: the checkpoint's update count.
+    """
+
+    kind: str
+    settings: tuple = ()
+    source: str | None = None
+    updates: int | None = None
+
+    @property
+    def id(self) -> str:
+        """A stable name: kind, source and every non-default setting (e.g. ``mcts:runs/ttt@1200,sims=64``)."""
+        head = self.kind if self.source is None else f"{self.kind}:{self.source}"
+        if self.updates is not None:
+            head += f"@{self.updates}"
+        return ",".join([head] + [f"{k}={v}" for k, v in self.settings])
+
+    def describe(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "source": self.source, "updates": self.updates,
+                "settings": dict(self.settings)}
+
+
+class Player(Protocol):
+    spec: PlayerSpec
+
+    def reset(self, ts) -> None:
+        """New games in every row: ``ts`` is the pool's ``[B]`` first steps."""
+
+    def act(self, ts, movers: np.ndarray) -> np.ndarray:
+        """``[B]`` int32 environment actions; rows where ``movers`` is False are ignored."""
+
+    def observe(self, ts, actions: np.ndarray) -> None:
+        """The pool stepped with ``actions [B]`` (both players' moves) and now shows ``ts``."""
+
+    def close(self) -> None:
+        """Release what the player holds."""
+
+
+def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
+    """``[B]`` uniformly random legal actions (0 where nothing is legal)."""
+    u = rng.random(legal.shape)
+    return np.where(legal.any(-1), np.argmax(np.where(legal, u, -1.0), axis=-1), 0).astype(np.int32)
+
+
+class RandomPlayer:
+    """Uniformly random legal moves."""
+
+    def __init__(self, seed: int = 0):
+        self.spec = PlayerSpec("random")
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, ts) -> None:
+        pass
+
+    def act(self, ts, movers):
+        return _random_legal(self.rng, np.asarray(ts.legal_actions, bool))
+
+    def observe(self, ts, actions) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class EpsilonPlayer:
+    """Wraps a player: with probability ``eps`` a uniformly random legal move instead of its own."""
+
+    def __init__(self, inner, eps: float, seed: int = 0):
+        if not 0.0 <= eps <= 1.0:
+            raise ConfigError(f"eps = {eps}: allowed a probability in [0, 1]")
+        self.inner = inner
+        self.eps = float(eps)
+        self.rng = np.random.default_rng(seed)
+        s = inner.spec
+        self.spec = dataclasses.replace(s, settings=tuple(sorted(s.settings + (("eps", eps),))))
+
+    def reset(self, ts) -> None:
+        self.inner.reset(ts)
+
+    def act(self, ts, movers):
+        coin = self.rng.random(movers.shape) < self.eps
+        own = movers & ~coin
+        actions = _random_legal(self.rng, np.asarray(ts.legal_actions, bool))
+        if own.any():
+            actions = np.where(own, self.inner.act(ts, own), actions).astype(np.int32)
+        return actions
+
+    def observe(self, ts, actions) -> None:
+        self.inner.observe(ts, actions)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class PerfectPlayer:
+    """Tic-tac-toe minimax, uniformly random among the optimal moves (``moozi.eval.perfect``)."""
+
+    def __init__(self, game: str, seed: int = 0):
+        from moozi.eval.perfect import PERFECT_ENVS
+
+        if game not in PERFECT_ENVS:
+            raise ConfigError(f"player 'perfect' is only available for tic-tac-toe ({', '.join(PERFECT_ENVS)}), "
+                              f"not {game!r}")
+        self.spec = PlayerSpec("perfect")
+        self.game = game
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, ts) -> None:
+        pass
+
+    def act(self, ts, movers):
+        from moozi.eval.perfect import _POW3, NUM_CELLS, _tables, cells_from_openspiel
+
+        optimal, _ = _tables()
+        obs = np.asarray(ts.observation)
+        if self.game.startswith("openspiel:"):
+            cells = cells_from_openspiel(obs, ts.to_play)
+        else:  # pgx: the mover's view, plane 0 the mover's pieces
+            cells = ((obs[..., 0] > 0.5).astype(np.int32) - (obs[..., 1] > 0.5).astype(np.int32))
+            cells = cells.reshape(obs.shape[0], NUM_CELLS)
+        digits = np.where(cells > 0, 1, np.where(cells < 0, 2, 0))
+        legal = np.asarray(ts.legal_actions, bool)
+        best = optimal[(digits * _POW3).sum(-1)] & legal
+        return _random_legal(self.rng, np.where(best.any(-1, keepdims=True), best, legal))
+
+    def observe(self, ts, actions) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def openspiel_game(game: str, kwargs: dict | None = None):
+    """The pyspiel game a moozi game name stands for (an ``openspiel:`` game, or a pgx game's twin)."""
+    import pyspiel
+
+    from moozi.envs.openspiel_bridge import load_game
+
+    if game.startswith("openspiel:"):
+        name, params = game.split(":", 1)[1], (kwargs or {}).get("params")  # the bridge's own game parameters
+    elif game in OPENSPIEL_TWINS:
+        name, params = OPENSPIEL_TWINS[game], None
+    else:
+        raise ConfigError(f"OpenSpiel players need an OpenSpiel game: {game!r} is neither an openspiel: game nor "
+                          f"one with an OpenSpiel twin ({', '.join(OPENSPIEL_TWINS)})")
+    g, _ = load_game(name, params)
+    if g.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        raise ConfigError(f"OpenSpiel players follow a game by its moves, so {name} (which has chance events) "
+                          "cannot be played by them")
+    return g
+
+
+class OpenSpielMCTSPlayer:
+    """OpenSpiel's C++ ``MCTSBot`` with random rollouts, one OpenSpiel state per game kept in step by the moves."""
+
+    def __init__(self, game: str, simulations: int, seed: int = 0, rollouts: int = 1, uct_c: float = 2.0,
+                 solve: bool = True, kwargs: dict | None = None):
+        import pyspiel
+
+        if simulations < 1 or rollouts < 1:
+            raise ConfigError(f"os-mcts: simulations = {simulations}, rollouts = {rollouts}: allowed integers >= 1")
+        self.game = openspiel_game(game, kwargs)
+        self.name = game
+        settings = [("rollouts", rollouts)] if rollouts != 1 else []
+        settings += [("uct", uct_c)] if uct_c != 2.0 else []
+        settings += [("solve", 0)] if not solve else []
+        self.spec = PlayerSpec(f"os-mcts-{simulations}", tuple(settings))
+        evaluator = pyspiel.RandomRolloutEvaluator(rollouts, seed)
+        self.bot = pyspiel.MCTSBot(self.game, evaluator, uct_c, simulations, 1000, solve, seed, False)
+        self.states: list = []
+
+    def reset(self, ts) -> None:
+        self.states = [self.game.new_initial_state() for _ in range(len(ts.is_first))]
+
+    def observe(self, ts, actions) -> None:
+        for b, first in enumerate(np.asarray(ts.is_first)):
+            if first:
+                self.states[b] = self.game.new_initial_state()
+            elif not self.states[b].is_terminal():
+                self.states[b].apply_action(int(actions[b]))
+
+    def act(self, ts, movers):
+        legal = np.asarray(ts.legal_actions, bool)
+        out = np.zeros(len(movers), np.int32)
+        for b in np.flatnonzero(movers):
+            state = self.states[b]
+            if sorted(state.legal_actions()) != np.flatnonzero(legal[b]).tolist():
+                raise RuntimeError(f"{self.name}: the OpenSpiel twin's legal moves {state.legal_actions()} differ "
+                                   f"from the game's {np.flatnonzero(legal[b]).tolist()} in game {b}")
+            out[b] = self.bot.step(state)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class RunPlayer:
+    """A trained run's network: its test planner's search (``mode="search"``) or its prior (``mode="prior"``).
+
+    Histories are stacked for every game at every step (as in training); only
+    the games to move are searched, gathered into a batch padded to a power of
+    two.
+    """
+
+    def __init__(self, run: str, checkpoint: str = "latest", mode: str = "search", simulations: int | None = None,
+                 temperature: float = 0.0, seed: int = 0):
+        import jax
+
+        from moozi.driver import build_parts, load_params, load_run_config
+
+        if mode not in ("search", "prior"):
+            raise ConfigError(f"mode = {mode!r}: allowed 'search' or 'prior'")
+        if temperature < 0:
+            raise ConfigError(f"temp = {temperature}: allowed a number >= 0 (0 = greedy)")
+        self.config = load_run_config(run)
+        env, self.model = build_parts(self.config)
+        self.env_spec = env.spec
+        env.close()
+        self.params, meta = load_params(run, self.model, env_name=self.config.env.name, checkpoint=checkpoint)
+        self.params = jax.device_put(self.params)
+        planner = self.config.test_planner
+        if simulations is not None:
+            if simulations < 1:
+                raise ConfigError(f"sims = {simulations}: allowed an integer >= 1")
+            planner = dataclasses.replace(planner, num_simulations=int(simulations))
+        self.planner = planner
+        self.mode = mode
+        self.temperature = float(temperature)
+        settings = [("sims", planner.num_simulations)] if mode == "search" else []
+        settings += [("temp", temperature)] if temperature else []
+        source = str(Path(run))
+        self.spec = PlayerSpec("mcts" if mode == "search" else "prior", tuple(settings), source,
+                               int(meta["counters"]["updates"]))
+        self.checkpoint_path = meta["path"]
+        self.key = jax.random.key(seed)
+        self.rng = np.random.default_rng(seed)
+        self._push, self._choose = _run_functions(self.model, self.config, planner, mode, self.env_spec.two_player)
+        self.history = None
+        self._compiled: dict = {}
+        self.compile_s = 0.0
+
+    def reset(self, ts) -> None:
+        from moozi.model.history import history_init
+
+        b = len(ts.is_first)
+        self.history = history_init(b, self.env_spec.observation_shape, self.config.targets.history_length)
+        self.history = self._push(self.history, ts.observation, np.zeros(b, np.int32), ts.is_first)
+
+    def observe(self, ts, actions) -> None:
+        self.history = self._push(self.history, ts.observation, (np.asarray(actions) + 1).astype(np.int32),
+                                  ts.is_first)
+
+    def act(self, ts, movers):
+        import jax
+
+        rows = np.flatnonzero(movers)
+        out = np.zeros(len(movers), np.int32)
+        if rows.size == 0:
+            return out
+        size = 1 << math.ceil(math.log2(rows.size))
+        idx = np.concatenate([rows, np.full(size - rows.size, rows[0])]).astype(np.int32)
+        legal = np.asarray(ts.legal_actions, bool)[idx]
+        self.key, sub = jax.random.split(self.key)
+        args = (self.params, sub, self.history, idx, legal)
+        if size not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
+            t = time.perf_counter()
+            self._compiled[size] = self._choose.lower(*args).compile()
+            self.compile_s += time.perf_counter() - t
+        weights = np.asarray(self._compiled[size](*args), np.float64)[: rows.size]
+        weights = np.where(legal[: rows.size], weights, 0.0)
+        if self.temperature == 0.0:
+            choice = np.argmax(np.where(legal[: rows.size], weights + 1e-9, -1.0), axis=-1)
+        else:
+            p = np.where(weights > 0, weights, 0.0) ** (1.0 / self.temperature)
+            p = np.where(p.sum(-1, keepdims=True) > 0, p, legal[: rows.size].astype(np.float64))
+            p = p / p.sum(-1, keepdims=True)
+            choice = np.array([self.rng.choice(p.shape[1], p=pi) for pi in p])
+        out[rows] = choice
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def _run_functions(model, config, planner, mode: str, two_player: bool):
+    """Jitted ``push(history, obs, prev_aug, is_first)`` and ``choose(params, key, history, idx, legal) -> [n, A_env]``.
+
+    ``choose`` returns the weights to pick from: the search's policy over
+    environment actions (greedy: its most visited; mctx's own choice is the
+    same move at temperature 0) or the prior's probabilities.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from moozi.model.history import history_observation, history_push
+    from moozi.planner import plan
+
+    def choose(params, key, history, idx, legal):
+        sub = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), history)
+        obs = history_observation(sub, model.num_actions)
+        if mode == "prior":
+            logits = model.initial_inference(params, obs).policy_logits[:, 1:]
+            logits = jnp.where(legal, logits, -jnp.inf)
+            return jax.nn.softmax(logits, axis=-1)
+        out = plan(model, params, key, obs, legal, planner, discount=config.targets.discount, two_player=two_player,
+                   temperature=0.0, gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None)
+        # The chosen move gets a bump so argmax picks mctx's choice even where visits tie.
+        policy = out.root_policy[:, 1:] + 1e-6 * jax.nn.one_hot(out.action - 1, legal.shape[-1])
+        return policy
+
+    return jax.jit(history_push), jax.jit(choose)
+
+
+BUILTIN = ("random", "perfect", "os-mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]")
+
+
+def parse_player(text: str) -> tuple[str, dict]:
+    """``"head,key=value,..."`` -> ``(head, options)``; options are numbers where they parse as numbers."""
+    head, *rest = [t.strip() for t in str(text).split(",")]
+    options = {}
+    for item in rest:
+        if "=" not in item:
+            raise ConfigError(f"player {text!r}: option {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        try:
+            options[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else float(v)
+        except ValueError:
+            options[k.strip()] = v.strip()
+    if not head:
+        raise ConfigError(f"player {text!r} is empty: allowed {', '.join(BUILTIN)}")
+    return head, options
+
+
+def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = None):
+    """A player from its string (see the module doc) for ``game``; unknown kinds or options fail by name."""
+    head, options = parse_player(text)
+    eps = options.pop("eps", 0.0)
+
+    def unused(allowed=()):
+        extra = sorted(set(options) - set(allowed))
+        if extra:
+            raise ConfigError(f"player {text!r}: unknown option(s) {extra}; allowed: eps"
+                              + "".join(f", {a}" for a in allowed))
+
+    if head == "random":
+        unused()
+        player = RandomPlayer(seed)
+    elif head == "perfect":
+        unused()
+        player = PerfectPlayer(game, seed)
+    elif head.startswith("os-mcts-"):
+        unused(("rollouts", "uct", "solve"))
+        n = head[len("os-mcts-"):]
+        if not n.isdigit():
+            raise ConfigError(f"player {text!r}: os-mcts-N needs a number of simulations, e.g. os-mcts-100")
+        player = OpenSpielMCTSPlayer(game, int(n), seed, rollouts=int(options.get("rollouts", 1)),
+                                     uct_c=float(options.get("uct", 2.0)), solve=bool(options.get("solve", 1)),
+                                     kwargs=game_kwargs)
+    else:
+        mode = "search"
+        if head.startswith("prior:"):
+            mode, head = "prior", head[len("prior:"):]
+        run, _, checkpoint = head.partition("@")
+        if not (Path(run) / "config.yaml").is_file():
+            raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
+                              "run directory (no config.yaml)")
+        unused(("sims", "temp") if mode == "search" else ("temp",))
+        player = RunPlayer(run, checkpoint or "latest", mode, options.get("sims"), float(options.get("temp", 0.0)),
+                           seed)
+        if player.config.env.name != game:
+            raise ConfigError(f"player {text!r} was trained on {player.config.env.name}, not {game}")
+    if eps:
+        player = EpsilonPlayer(player, float(eps), seed + 7919)
+    return player
+
+
+@dataclass
+class MoveClock:
+    """Time spent in a player's ``act`` (and compiling in it) and the moves it made (ms per move)."""
+
+    seconds: float = 0.0
+    moves: int = 0
+    calls: int = 0
+    compile_s: float = 0.0
+    started: float = field(default=0.0, repr=False)
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds += time.perf_counter() - self.started
+        self.calls += 1
+
+    @property
+    def ms_per_move(self) -> float:
+        """Playing time per move (compiling a new batch shape is not playing)."""
+        return 1000.0 * max(self.seconds - self.compile_s, 0.0) / max(self.moves, 1)
