@@ -92,3 +92,17 @@ def test_match_a_run_against_players(ttt_run, tmp_path, capsys):
         assert out["a"]["updates"] > 0 and out["ms_per_move"]["a"] > 0
     assert main(["ratings", str(pool), "--anchor", "perfect"]) == 0
     assert "perfect" in capsys.readouterr().out
+
+
+def test_alphazero_mode_player(ttt_run, tmp_path, capsys):
+    """az:RUN searches the real simulator with the run's network: pgx games only, a clear error otherwise."""
+    capsys.readouterr()
+    argv = ["match", f"az:{ttt_run},sims=4", "mcts-8", "--pairs", "2", "--records", str(tmp_path / "m.jsonl"), "--json"]
+    if "openspiel" in ttt_run.name:
+        assert main(argv) == 2
+        assert "needs a JAX-native game" in capsys.readouterr().err
+        return
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["a"]["kind"] == "az" and out["a"]["settings"] == {"sims": 4} and out["b"]["id"] == "mcts-8"
+    assert out["games"] == 4

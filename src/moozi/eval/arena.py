@@ -208,7 +208,8 @@ def game_of(players: list[str], game: str | None) -> tuple[str, dict, tuple]:
     found = None
     for text in players:
         head = parse_player(text)[0]
-        head = head[len("prior:"):] if head.startswith("prior:") else head
+        for prefix in ("prior:", "az:"):
+            head = head[len(prefix):] if head.startswith(prefix) else head
         run = head.partition("@")[0]
         if (Path(run) / "config.yaml").is_file():
             env = load_run_config(run).env
