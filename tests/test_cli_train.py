@@ -106,3 +106,20 @@ def test_alphazero_mode_player(ttt_run, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["a"]["kind"] == "az" and out["a"]["settings"] == {"sims": 4} and out["b"]["id"] == "mcts-8"
     assert out["games"] == 4
+
+
+def test_gtp_and_play_with_a_run(ttt_run, monkeypatch, capsys):
+    """`moozi gtp RUN` answers with the run's search (moozi-analyze: one line per legal move); `moozi play RUN
+    --second` lets the agent open and shows its search as a hint."""
+    import io
+
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO("moozi-analyze\ngenmove b\nlegal_moves\nquit\n"))
+    assert main(["gtp", str(ttt_run)]) == 0
+    replies = capsys.readouterr().out.split("\n\n")
+    assert replies[0].startswith("= value ") and len(replies[0].splitlines()) == 1 + 9
+    assert replies[1].startswith("= x(") and len(replies[2].split()) == 1 + 8
+    monkeypatch.setattr("sys.stdin", io.StringIO("hint\nquit\n"))
+    assert main(["play", str(ttt_run), "--second"]) == 0
+    out = capsys.readouterr().out
+    assert "moozi plays x(" in out and "value for you" in out and "search" in out

@@ -246,6 +246,32 @@ def _num(x, scale, digits):
     return f"{round(x * scale, digits) + 0.0:.{digits}f}" if isinstance(x, float) else str(x)  # no "-0"
 
 
+def _gtp(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import game_of
+    from moozi.eval.gtp import GTPEngine
+
+    _log_console()
+    game, kwargs, modules = game_of([args.player], args.game)
+    GTPEngine(args.player, game, seed=args.seed, game_kwargs=kwargs, modules=modules).serve()
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import game_of
+    from moozi.eval.play import play_terminal
+    from moozi.eval.players import make_player
+    from moozi.eval.session import GameSession
+
+    _log_console()
+    game, kwargs, modules = game_of([args.player], args.game)
+    session = GameSession(game, make_player(args.player, game, args.seed, kwargs), args.seed, kwargs, modules)
+    try:
+        play_terminal(session, 1 if args.second else 0)
+    finally:
+        session.close()
+    return 0
+
+
 def _ratings(args: argparse.Namespace) -> int:
     from moozi.eval.ratings import ratings_table, read_pool
 
@@ -400,6 +426,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also append the games to this rating pool file (see `moozi ratings`)")
     match.add_argument("--json", action="store_true", help="print the whole summary as one JSON line")
     match.set_defaults(func=_match)
+
+    gtp = sub.add_parser(
+        "gtp", help="speak the Go Text Protocol (v2 framing) on stdin/stdout for a player, any two-player game",
+        description="A GTP engine for PLAYER (a run directory or any `moozi match` player): clear_board, play, "
+                    "genmove, undo, showboard, legal_moves, final_score, time_settings/time_left, the administrative "
+                    "commands, and the extensions moozi-game NAME and moozi-analyze. See docs/protocol.md.")
+    gtp.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
+    gtp.add_argument("--game", default=None, help="the game (default: the run's)")
+    gtp.add_argument("--seed", type=int, default=0)
+    gtp.set_defaults(func=_gtp)
+
+    play = sub.add_parser("play", help="play against a trained agent (or any player) at the terminal",
+                          description="Draws the board after every move; at the prompt give a move, or legal, undo, "
+                                      "hint (the agent's search at your position) or quit.")
+    play.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
+    side = play.add_mutually_exclusive_group()
+    side.add_argument("--first", action="store_true", help="you move first (default)")
+    side.add_argument("--second", action="store_true", help="you move second")
+    play.add_argument("--game", default=None, help="the game (default: the run's)")
+    play.add_argument("--seed", type=int, default=0)
+    play.set_defaults(func=_play)
 
     ratings = sub.add_parser(
         "ratings", help="fit ratings (Bradley-Terry with draws and a first-move term) to a pool of games",

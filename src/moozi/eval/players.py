@@ -339,6 +339,39 @@ class RunPlayer:
         out[rows] = choice
         return out
 
+    def analyze(self, ts, row: int = 0) -> dict:
+        """The search at game ``row`` without playing: v*, the network's value, and per legal move the
+        search policy (visit share; the prior for a prior-only player) and the prior, most visited first."""
+        import jax
+        import jax.numpy as jnp
+
+        from moozi.model.history import history_observation
+        from moozi.planner import plan
+
+        if not hasattr(self, "_analysis"):
+            model, config, planner = self.model, self.config, self.planner
+
+            def analysis(params, key, history, legal):
+                obs = history_observation(history, model.num_actions)
+                root = model.initial_inference(params, obs)
+                out = plan(model, params, key, obs, legal, planner, discount=config.targets.discount,
+                           two_player=True, temperature=0.0)
+                prior = jax.nn.softmax(jnp.where(legal, root.policy_logits[:, 1:], -jnp.inf), axis=-1)
+                return out.root_policy[:, 1:], out.root_value, prior, root.value
+
+            self._analysis = jax.jit(analysis)
+        legal = np.asarray(ts.legal_actions, bool)
+        self.key, sub = jax.random.split(self.key)
+        policy, value, prior, net_value = (np.asarray(x) for x in self._analysis(self.params, sub, self.history,
+                                                                                  legal))
+        if self.mode == "prior":
+            policy = prior
+        moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
+                 for a in np.flatnonzero(legal[row])]
+        moves.sort(key=lambda m: -m["policy"])
+        return {"value": float(value[row]) if self.mode == "search" else float(net_value[row]),
+                "network_value": float(net_value[row]), "simulations": self.planner.num_simulations, "moves": moves}
+
     def close(self) -> None:
         pass
 

@@ -1,0 +1,95 @@
+"""The GTP engine and the terminal game: framing, errors that never end the engine, moves, undo, results."""
+
+import io
+
+import pytest
+
+from moozi.eval.gtp import GTPEngine
+from moozi.eval.play import play_terminal
+from moozi.eval.players import make_player
+from moozi.eval.session import GameSession, IllegalMove
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = GTPEngine("perfect", "pgx:tic_tac_toe")
+    yield e
+    e.session.close()
+
+
+def _reply(engine, line):
+    return engine.handle(line)
+
+
+def test_framing_ids_and_errors(engine):
+    assert _reply(engine, "7 protocol_version") == "=7 2\n\n"
+    assert _reply(engine, "name") == "= moozi\n\n"
+    assert _reply(engine, "  # a comment") is None and _reply(engine, "") is None
+    assert _reply(engine, "3 frobnicate") == "?3 unknown command\n\n"
+    assert _reply(engine, "known_command genmove") == "= true\n\n"
+    assert _reply(engine, "known_command frobnicate") == "= false\n\n"
+    assert "moozi-analyze" in _reply(engine, "list_commands")
+    assert _reply(engine, "boardsize 19").startswith("? unacceptable size")
+    assert _reply(engine, "play purple 4").startswith("? unknown colour")
+    assert _reply(engine, "play b").startswith("? play needs")
+    assert _reply(engine, "komi 6.5") == "=\n\n"
+    assert not engine.done
+
+
+def test_a_game_with_undo_and_final_score(engine):
+    assert _reply(engine, "clear_board") == "=\n\n"
+    assert _reply(engine, "play w x(1,1)").startswith("? it is black's turn")
+    assert _reply(engine, "play b x(1,1)") == "=\n\n"
+    assert _reply(engine, "play w o(1,1)").startswith("? o(1,1) is not legal")
+    reply = _reply(engine, "genmove w")
+    assert reply.startswith("= o(") and engine.session.moves[0] == 4
+    assert len(_reply(engine, "legal_moves").split()) == 1 + 7
+    assert _reply(engine, "undo") == "=\n\n" and engine.session.moves == [4]
+    assert _reply(engine, "showboard") == "= \n...\n.x.\n...\n\n"
+    assert _reply(engine, "final_score").startswith("? the game is not over")
+    # Play it out against perfect play from both sides: a draw.
+    while not engine.session.over:
+        colour = "b" if engine.session.seat_to_move == 0 else "w"
+        assert _reply(engine, f"genmove {colour}").startswith("= ")
+    assert _reply(engine, "final_score") == "= 0\n\n"
+    assert _reply(engine, "genmove b").startswith("? the game is over")
+    assert _reply(engine, "time_settings 300 0 0") == "=\n\n"
+    assert _reply(engine, "time_left b 120 0") == "=\n\n"
+    assert _reply(engine, "moozi-analyze").startswith("? this player has no search")
+
+
+def test_switch_game_and_serve_until_quit():
+    e = GTPEngine("random", "pgx:tic_tac_toe")
+    out = io.StringIO()
+    e.serve(io.StringIO("moozi-game openspiel:connect_four\n1 play b x3\n2 genmove w\nquit\nname\n"), out)
+    text = out.getvalue()
+    assert text.startswith("=\n\n=1\n\n=2 o") and text.endswith("=\n\n")  # nothing answered after quit
+    assert e.session.game == "openspiel:connect_four" and e.session.moves[0] == 3
+
+
+def test_session_notation_and_undo():
+    s = GameSession("pgx:connect_four", make_player("random", "pgx:connect_four"))
+    assert s.parse_move("x3") == s.parse_move("3") == 3
+    s.play(3)
+    assert s.move_name(3) == "o3"
+    with pytest.raises(IllegalMove, match="names no move"):
+        s.parse_move("z9")
+    s.genmove()
+    s.undo(2)
+    assert s.moves == [] and s.seat_to_move == 0
+    s.close()
+
+
+def test_play_at_the_terminal_against_perfect_play():
+    session = GameSession("pgx:tic_tac_toe", make_player("perfect", "pgx:tic_tac_toe"))
+    out = io.StringIO()
+    # A corner, then (after checking the legal moves and an undo) every cell in turn until the game ends.
+    moves = "legal\n0\nundo\n0\nhint\nnonsense\n" + "".join(f"{c}\n" for c in range(9))
+    score = play_terminal(session, 0, io.StringIO(moves), out)
+    text = out.getvalue()
+    assert score in (0.0, 0.5)  # perfect play never loses
+    assert "legal: x(0,0)" in text and "names no move" in text and "has no search to show" in text
+    assert ("You lost." in text) or ("A draw." in text)
+    session.new_game()
+    assert play_terminal(session, 1, io.StringIO("quit\n"), io.StringIO()) is None
+    session.close()
