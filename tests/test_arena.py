@@ -162,3 +162,18 @@ def test_match_cli_writes_records_and_pool(tmp_path, capsys):
     assert "anchor 'nobody' played no game" in capsys.readouterr().err
     assert main(["match", "random", "random", "--game", "gymnax:CartPole-v1", "--pairs", "1"]) == 2
     assert "single-player game" in capsys.readouterr().err
+
+
+def test_gated_match_stops_when_decided(tmp_path):
+    out = run_match("perfect", "random", game="pgx:tic_tac_toe", pairs=1000, batch=16, seed=1,
+                    records=str(tmp_path / "g.jsonl"), gate={"method": "sprt", "elo0": 0.0, "elo1": 50.0,
+                                                             "alpha": 0.05, "beta": 0.05})
+    g = out["gate"]
+    assert g["decision"] == "accept" and g["llr"] >= g["bounds"][1]
+    assert out["pairs"] == g["pairs_used"] < 1000 and out["games"] == 2 * g["pairs_used"]
+    fixed = run_match("random", "random", game="pgx:tic_tac_toe", pairs=20, seed=2, records=str(tmp_path / "f.jsonl"),
+                      gate={"method": "fixed", "threshold": 0.55})
+    assert fixed["gate"]["pairs_used"] == 20 and fixed["gate"]["decision"] in ("accept", "reject")
+    with pytest.raises(ConfigError, match="never enter a rating pool"):
+        run_match("random", "random", game="pgx:tic_tac_toe", pool_file=str(tmp_path / "p.jsonl"),
+                  gate={"method": "fixed", "threshold": 0.55})

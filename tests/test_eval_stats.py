@@ -33,14 +33,22 @@ def test_pair_score_interval_golden():
 
 
 def test_sprt_golden():
-    # pairs 1, 1, 1/2, 1: mean 0.875, variance 0.046875; s0 = 0.5 (0 Elo), s1 = 1 / (1 + 10^-0.25) = 0.640065
-    # LLR = 4 x 0.140065 x (1.75 - 1.140065) / (2 x 0.046875) = 3.64506
+    # Pentanomial maximum likelihood with mean s (no pseudo-counts): pairs 1, 1, 1/2, 1 put their mass on
+    # {1/2, 1}, where a mean s means p(1) = 2s - 1, p(1/2) = 2 - 2s. Between 50 Elo (s0 = 0.571463) and
+    # 100 Elo (s1 = 0.640065): p0 = (0.857074, 0.142926), p1 = (0.719870, 0.280130), and
+    # LLR = 4 (1/4 ln(0.719870 / 0.857074) + 3/4 ln(0.280130 / 0.142926)) = 4 (-0.043614 + 0.504695) = 1.844322.
     x = [1.0, 1.0, 0.5, 1.0]
-    assert stats.sprt_llr(x, 0.0, 100.0) == pytest.approx(3.64506, abs=1e-4)
+    assert stats.sprt_llr_counts(stats.pair_counts(x), 50.0, 100.0, pseudo=0.0) == pytest.approx(1.844322, abs=1e-5)
+    # With the pseudo-counts every outcome stays possible (a loss-loss pair too), which keeps the ratio
+    # cautious after few pairs; many such pairs still decide.
+    assert 0.0 < stats.sprt_llr(x, 50.0, 100.0) < 1.844322
+    assert stats.sprt_llr(x * 25, 50.0, 100.0) > stats.sprt_bounds()[1]
+    # Symmetry: swapping the hypotheses negates the ratio.
+    assert stats.sprt_llr(x, 100.0, 50.0) == pytest.approx(-stats.sprt_llr(x, 50.0, 100.0), abs=1e-9)
     lo, hi = stats.sprt_bounds(0.05, 0.05)
     assert (lo, hi) == (pytest.approx(-2.944439, abs=1e-6), pytest.approx(2.944439, abs=1e-6))
-    assert stats.sprt_decision(x, 0.0, 100.0) == "H1"
-    assert stats.sprt_decision([0.0, 0.5, 0.0, 0.25], 0.0, 100.0) == "H0"
+    assert stats.sprt_decision(x * 3, 0.0, 100.0) == "H1"
+    assert stats.sprt_decision([0.0, 0.5, 0.0, 0.25] * 3, 0.0, 100.0) == "H0"
     assert stats.sprt_decision([0.5, 0.75], 0.0, 100.0) == "continue"
 
 
@@ -114,3 +122,31 @@ def test_pair_interval_of_identical_pairs_is_not_empty():
     # 20 pairs all lost: a normal interval would be [0, 0]; the pairs count as 20 trials instead.
     iv = stats.pair_score_interval([0.0] * 20)
     assert (iv.value, iv.low) == (0.0, 0.0) and iv.high == pytest.approx(0.161125, abs=1e-6)
+
+
+def test_sprt_error_rates_in_simulation():
+    """2,000 simulated SPRTs at each hypothesis (0 vs 50 Elo, 20% draws): both error rates at 0.05 within
+    three standard errors."""
+    from moozi.eval.gating import sprt_error_rates
+
+    r = sprt_error_rates(0.0, 50.0, runs=2000, seed=0)
+    se = math.sqrt(0.05 * 0.95 / 2000)
+    assert abs(r["at_h0"]["accept_h1"] - 0.05) <= 3 * se, r
+    assert abs((1.0 - r["at_h1"]["accept_h1"]) - 0.05) <= 3 * se, r
+    assert r["at_h0"]["undecided"] == r["at_h1"]["undecided"] == 0.0
+
+
+def test_gating_rules():
+    from moozi.eval import gating
+
+    assert gating.sprt_sequence([1.0, 0.75] * 20, 0.0, 100.0)[0] == "H1"
+    assert gating.sprt_sequence([0.5] * 3, 0.0, 100.0)[0] == "continue"
+    # Hoeffding at margin 0.05, delta 0.05: 738 games = 369 pairs before deciding.
+    assert gating.hoeffding_decision([0.75] * 100, 0.05, 0.05) == ("continue", 738)
+    assert gating.hoeffding_decision([0.75] * 369, 0.05, 0.05) == ("H1", 738)
+    assert gating.hoeffding_decision([0.5] * 369, 0.05, 0.05) == ("H0", 738)
+    assert gating.fixed_decision([0.5, 0.75]) == "H1" and gating.fixed_decision([0.5, 0.5]) == "H0"
+    # An equally strong network passes 0.55 after 40 decisive games 26% of the time (z = 0.05 / (0.5 / sqrt(40))
+    # = 0.632, P(Z > 0.632) = 0.2635); after 400, 2.3%.
+    assert gating.fixed_accept_rate(40) == pytest.approx(0.2635, abs=1e-3)
+    assert gating.fixed_accept_rate(400) == pytest.approx(0.02275, abs=1e-4)

@@ -209,9 +209,16 @@ def _eval(args: argparse.Namespace) -> int:
 def _match(args: argparse.Namespace) -> int:
     from moozi.eval.arena import run_match
 
+    gate = None
+    if args.gate == "sprt":
+        gate = {"method": "sprt", "elo0": args.elo0, "elo1": args.elo1, "alpha": args.alpha, "beta": args.beta}
+    elif args.gate == "hoeffding":
+        gate = {"method": "hoeffding", "margin": args.margin, "delta": args.alpha}
+    elif args.gate == "fixed":
+        gate = {"method": "fixed", "threshold": args.threshold}
     _log_console()
     result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
-                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool)
+                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate)
     if args.json:
         print(json.dumps(result))
     else:
@@ -239,6 +246,11 @@ def _match_table(r: dict) -> str:
         f"A {r['ms_per_move']['a']:.3f}, B {r['ms_per_move']['b']:.3f}; {r['wall_s']:.1f} s",
         f"records: {r['records']}",
     ]
+    if "gate" in r:
+        g = r["gate"]
+        detail = (f"LLR {g['llr']:.2f} in [{g['bounds'][0]:.2f}, {g['bounds'][1]:.2f}]" if g["method"] == "sprt"
+                  else f"{g['pairs_used']} pairs")
+        lines.append(f"gate ({g['method']}): {g['decision'].upper()} A after {g['pairs_used']} pairs; {detail}")
     return "\n".join(lines)
 
 
@@ -425,6 +437,16 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--pool", metavar="FILE.jsonl", default=None,
                        help="also append the games to this rating pool file (see `moozi ratings`)")
     match.add_argument("--json", action="store_true", help="print the whole summary as one JSON line")
+    match.add_argument("--gate", choices=["sprt", "hoeffding", "fixed"], default=None,
+                       help="decide whether A (a new network) replaces B: sprt (sequential, stops when decided; "
+                            "--pairs is the most it plays), hoeffding (plays the games Hoeffding needs for "
+                            "--margin at confidence 1 - --alpha) or fixed (score >= --threshold after --pairs)")
+    match.add_argument("--elo0", type=float, default=0.0, help="sprt: H0, A is this many Elo better (default 0)")
+    match.add_argument("--elo1", type=float, default=50.0, help="sprt: H1, A is this many Elo better (default 50)")
+    match.add_argument("--alpha", type=float, default=0.05, help="sprt: false-accept rate; hoeffding: delta")
+    match.add_argument("--beta", type=float, default=0.05, help="sprt: false-reject rate")
+    match.add_argument("--margin", type=float, default=0.05, help="hoeffding: score margin above 1/2 (default 0.05)")
+    match.add_argument("--threshold", type=float, default=0.55, help="fixed: score to accept (default 0.55)")
     match.set_defaults(func=_match)
 
     gtp = sub.add_parser(

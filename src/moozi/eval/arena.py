@@ -61,12 +61,14 @@ def _fallback(legal: np.ndarray) -> np.ndarray:
 
 
 def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, seed: int = 0,
-               on_game=None) -> tuple[list[GameRecord], dict]:
+               on_game=None, first_pair: int = 0, clocks: dict | None = None) -> tuple[list[GameRecord], dict]:
     """Play ``pairs`` pairs of games between ``player_a`` and ``player_b`` on ``pool`` (two-player, ``B`` games).
 
     ``pool.num_envs`` must be even. ``on_game(record)`` is called for each
-    finished game, in game order. Returns ``(records sorted by game, clocks)``
-    where clocks maps ``"a"``/``"b"`` to their :class:`MoveClock`.
+    finished game, in game order. ``first_pair`` continues a match (pairs
+    ``first_pair ..``, their openings and round seeds as if played in one go
+    when chunks are whole rounds). Returns ``(records sorted by game, clocks)``
+    where clocks maps ``"a"``/``"b"`` to their :class:`MoveClock` (``clocks`` to add to).
     """
     spec = pool.spec
     if not spec.two_player:
@@ -74,10 +76,11 @@ def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, see
     B = pool.num_envs
     if B % 2:
         raise ValueError(f"the pool has {B} games: a match plays pairs, so it needs an even number")
-    clocks = {"a": MoveClock(), "b": MoveClock()}
+    clocks = clocks if clocks is not None else {"a": MoveClock(), "b": MoveClock()}
     records: list[GameRecord] = []
-    games_total = 2 * pairs
-    for round_index, start in enumerate(range(0, games_total, B)):
+    first_game, games_total = 2 * first_pair, 2 * (first_pair + pairs)
+    for start in range(first_game, games_total, B):
+        round_index = start // B
         n = min(B, games_total - start)
         game = start + np.arange(B)
         pair = game // 2
@@ -226,9 +229,59 @@ def game_of(players: list[str], game: str | None) -> tuple[str, dict, tuple]:
     return (game, {}, ()) if found is None else found
 
 
+def play_gated(player_a, player_b, pool, gate: dict, max_pairs: int, opening_plies: int, seed: int):
+    """Play until the gate decides: ``(records in game order up to the deciding pair, clocks, gate result)``.
+
+    ``gate``: ``{"method": "sprt", "elo0", "elo1", "alpha", "beta"}`` (checked after every round, pairs in
+    game order; games of pairs after the deciding one are dropped), ``{"method": "hoeffding", "margin",
+    "delta"}`` or ``{"method": "fixed", "threshold"}`` (every pair played)."""
+    from moozi.eval import gating
+
+    method = gate["method"]
+    chunk = pool.num_envs // 2
+    clocks = {"a": MoveClock(), "b": MoveClock()}
+    if method == "hoeffding":
+        max_pairs = math.ceil(gating.hoeffding_games(gate["margin"], gate["delta"]) / 2)
+    records: list[GameRecord] = []
+    result = {"method": method, **{k: v for k, v in gate.items() if k != "method"}}
+    played = 0
+    while played < max_pairs:
+        n = min(chunk, max_pairs - played) if method == "sprt" else max_pairs
+        more, _ = play_match(player_a, player_b, pool, n, opening_plies, seed, first_pair=played, clocks=clocks)
+        records += more
+        played += n
+        if method == "sprt":
+            scores = _pair_scores(records)
+            decision, used, llr = gating.sprt_sequence(scores, gate["elo0"], gate["elo1"], gate["alpha"], gate["beta"])
+            result.update(llr=llr, bounds=list(gating.sprt_bounds(gate["alpha"], gate["beta"])))
+            if decision != "continue":
+                result["dropped_games"] = sum(1 for r in records if r.pair >= used)
+                records = [r for r in records if r.pair < used]
+                break
+    scores = _pair_scores(records)
+    if method == "sprt":
+        decision = gating.sprt_sequence(scores, gate["elo0"], gate["elo1"], gate["alpha"], gate["beta"])[0]
+    elif method == "hoeffding":
+        decision = gating.hoeffding_decision(scores, gate["margin"], gate["delta"])[0]
+    else:
+        decision = gating.fixed_decision(scores, gate["threshold"])
+    result["decision"] = {"H1": "accept", "H0": "reject"}.get(decision, "undecided")
+    result["pairs_used"] = len(scores)
+    return records, clocks, result
+
+
+def _pair_scores(records: list[GameRecord]) -> list[float]:
+    by_pair: dict[int, list[float]] = {}
+    for r in sorted(records, key=lambda r: r.game):
+        by_pair.setdefault(r.pair, []).append(r.score_a)
+    return [float(np.mean(v)) for v in by_pair.values() if len(v) == 2]
+
+
 def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening_plies: int = 2, seed: int = 0,
-              batch: int = 256, records: str | None = None, pool_file: str | None = None) -> dict:
-    """``moozi match``: build both players and the game, play, write the records; the summary."""
+              batch: int = 256, records: str | None = None, pool_file: str | None = None,
+              gate: dict | None = None) -> dict:
+    """``moozi match``: build both players and the game, play (until ``gate`` decides, with one), write the
+    records; the summary."""
     import datetime
     import logging
     from pathlib import Path
@@ -241,6 +294,9 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
         raise ConfigError(f"--pairs {pairs}: allowed an integer >= 1")
     if opening_plies < 0:
         raise ConfigError(f"--opening-plies {opening_plies}: allowed an integer >= 0")
+    if gate is not None and pool_file:
+        raise ConfigError("--gate with --pool: gating games are chosen by a stopping rule, so they never enter a "
+                          "rating pool; play a separate match for ratings")
     name, kwargs, modules = game_of([a, b], game)
     import_modules(modules)
     size = max(2, min(2 * pairs, batch - batch % 2))
@@ -253,7 +309,11 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
                               "(`moozi eval RUN` reports returns)")
         players = [make_player(a, name, seed=seed * 2 + 1, game_kwargs=kwargs),
                    make_player(b, name, seed=seed * 2 + 2, game_kwargs=kwargs)]
-        games, clocks = play_match(players[0], players[1], pool, pairs, opening_plies, seed)
+        gate_result = None
+        if gate is None:
+            games, clocks = play_match(players[0], players[1], pool, pairs, opening_plies, seed)
+        else:
+            games, clocks, gate_result = play_gated(players[0], players[1], pool, gate, pairs, opening_plies, seed)
     finally:
         for p in players:
             p.close()
@@ -261,6 +321,8 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
     specs = [p.spec.describe() for p in players]
     out = {"game": name, "seed": seed, "opening_plies": opening_plies, **summarize(games, *specs, clocks),
            "wall_s": time.perf_counter() - t0}
+    if gate_result is not None:
+        out["gate"] = gate_result
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     path = Path(records) if records else Path("matches") / f"match-{stamp}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)

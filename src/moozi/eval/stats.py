@@ -83,17 +83,58 @@ def elo_interval(score: Interval) -> Interval:
     return Interval(elo_from_score(score.value), elo_from_score(score.low), elo_from_score(score.high))
 
 
-def sprt_llr(pair_scores, elo0: float, elo1: float) -> float:
-    """Log-likelihood ratio of H1 (Elo ``elo1``) against H0 (``elo0``) from pair scores (normal approximation,
-    as fishtest's GSPRT): ``n (s1 - s0) (2 x - s0 - s1) / (2 var)``."""
-    x = np.asarray(pair_scores, np.float64)
-    if x.size < 2:
-        return 0.0
-    var = float(x.var())
-    if var <= 0.0:
-        var = 1e-6  # every pair the same: the data are as sure as they can be
+PAIR_SCORES = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+"""The five scores a pair of games can have (the pentanomial outcomes)."""
+
+
+def pair_counts(pair_scores) -> np.ndarray:
+    """``[5]`` how many pairs scored 0, 1/4, 1/2, 3/4, 1."""
+    idx = np.rint(np.asarray(pair_scores, np.float64) * 4).astype(int)
+    return np.bincount(idx, minlength=5)[:5].astype(np.float64)
+
+
+def _constrained_lambda(p: np.ndarray, s: float, iterations: int = 60) -> np.ndarray:
+    """Lagrange multiplier of the pentanomial maximum-likelihood fit with mean ``s``: the root of
+    ``sum_j p_j (a_j - s) / (1 + lam (a_j - s)) = 0`` (decreasing in ``lam``), by bisection; ``p [..., 5]``."""
+    d = PAIR_SCORES - s
+    seen = p > 0  # only outcomes with mass constrain lam (1 + lam d_j > 0)
+    lo = -1.0 / np.where(seen, d, -np.inf).max(-1) + 1e-12
+    hi = -1.0 / np.where(seen, d, np.inf).min(-1) - 1e-12
+    for _ in range(iterations):
+        lam = 0.5 * (lo + hi)
+        f = np.sum(p * d / (1.0 + lam[..., None] * d), axis=-1)
+        lo, hi = np.where(f > 0, lam, lo), np.where(f > 0, hi, lam)
+    return 0.5 * (lo + hi)
+
+
+def sprt_llr_counts(counts, elo0: float, elo1: float, pseudo: float = 1e-3) -> np.ndarray:
+    """GSPRT log-likelihood ratio of H1 (Elo ``elo1``) over H0 (``elo0``) from pentanomial counts ``[..., 5]``.
+
+    Each hypothesis's distribution is the maximum-likelihood pentanomial with
+    the hypothesis's mean score (``p_j = phat_j / (1 + lam (a_j - s))``), so
+    ``LLR = n sum_j phat_j log(p1_j / p0_j)``. ``pseudo`` is added to every
+    count, so every outcome stays possible: this keeps the test cautious
+    after few pairs (e.g. pairs 1, 1, 1/2, 1 between 50 and 100 Elo: 0.45
+    instead of the unregularized 1.84) and its simulated error rates at alpha
+    and beta (tests/test_eval_stats.py). Unlike the normal approximation with the sample variance
+    (``n (s1 - s0)(2 mean - s0 - s1) / (2 var)``), this keeps the error rates
+    near alpha and beta when a test stops after few pairs: simulated at 0 vs 50
+    Elo, 0.2 draws, the normal form accepted H1 under H0 in 15.6% of 2,000 runs.
+    """
+    c = np.asarray(counts, np.float64)
+    n = c.sum(-1)
+    p = (c + pseudo) / (n + 5 * pseudo)[..., None]
     s0, s1 = score_from_elo(elo0), score_from_elo(elo1)
-    return float(x.size * (s1 - s0) * (2.0 * x.mean() - s0 - s1) / (2.0 * var))
+    l0, l1 = _constrained_lambda(p, s0), _constrained_lambda(p, s1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # outcomes without mass (pseudo = 0) add nothing
+        terms = np.log1p(l0[..., None] * (PAIR_SCORES - s0)) - np.log1p(l1[..., None] * (PAIR_SCORES - s1))
+    return n * np.sum(np.where(p > 0, p * terms, 0.0), axis=-1)
+
+
+def sprt_llr(pair_scores, elo0: float, elo1: float) -> float:
+    """GSPRT log-likelihood ratio of H1 (Elo ``elo1``) against H0 (``elo0``) from pair scores
+    (:func:`sprt_llr_counts`)."""
+    return float(sprt_llr_counts(pair_counts(pair_scores), elo0, elo1))
 
 
 def sprt_bounds(alpha: float = 0.05, beta: float = 0.05) -> tuple[float, float]:
