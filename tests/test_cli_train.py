@@ -123,3 +123,12 @@ def test_gtp_and_play_with_a_run(ttt_run, monkeypatch, capsys):
     assert main(["play", str(ttt_run), "--second"]) == 0
     out = capsys.readouterr().out
     assert "moozi plays x(" in out and "value for you" in out and "search" in out
+
+
+def test_eval_against_an_arena_player(ttt_run, capsys):
+    """`moozi eval --opponent` takes any arena player; the same keys as before plus the arena's summary."""
+    capsys.readouterr()
+    assert main(["eval", str(ttt_run), "--opponent", "os-mcts-10", "--games", "6"]) == 0
+    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert r["opponent"] == "os-mcts-10" and r["games"] == 6 and r["games_as_first_seat"] == 3
+    assert r["wins"] + r["draws"] + r["losses"] == 6 and "low" in r["score"] and r["match"]["a"]["kind"] == "mcts"

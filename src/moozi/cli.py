@@ -405,9 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "print one JSON line: wins/draws/losses (two-player games, the agent taking "
                                     "each seat in half the games) or return statistics (single-player games).")
     ev.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
-    ev.add_argument("--opponent", choices=["random", "perfect"], default="random",
-                    help="two-player games: random (uniform legal moves, any game) or perfect (tic-tac-toe "
-                         "only); single-player games have no opponent and ignore it (default random)")
+    ev.add_argument("--opponent", default="random",
+                    help="two-player games: random (uniform legal moves, any game), perfect (tic-tac-toe only) "
+                         "or any `moozi match` player (os-mcts-100, mcts-200, another RUN[@CKPT], ...); "
+                         "single-player games have no opponent and ignore it (default random)")
     ev.add_argument("--games", type=int, default=100, help="games (episodes) to play (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
     ev.add_argument("--checkpoint", default="latest", metavar="WHICH",

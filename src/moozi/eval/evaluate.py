@@ -62,6 +62,15 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
     half when ``games`` is even); results are from the agent's point of view.
     Single-player games ignore the opponent and report returns.
     """
+    from moozi.eval.perfect import OPPONENTS
+
+    if opponent not in OPPONENTS:
+        config = load_run_config(run_dir)
+        env, _ = build_parts(config)
+        two = env.spec.two_player
+        env.close()
+        if two:
+            return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint)
     config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
@@ -87,3 +96,26 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         out.update(return_mean=float(returns.mean()), return_std=float(returns.std()),
                    return_min=float(returns.min()), return_max=float(returns.max()))
     return out
+
+
+def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint: str) -> dict:
+    """``moozi eval`` against any arena player (``moozi.eval.players``): the agent takes each seat in half the
+    games (pairs from the initial position, seats swapped); the arena's summary is kept under ``"match"``."""
+    import tempfile
+    from pathlib import Path
+
+    from moozi.eval.arena import run_match
+
+    if games < 2:
+        raise ConfigError(f"--games {games}: an arena opponent plays pairs, so at least 2")
+    records = Path(tempfile.mkdtemp(prefix="moozi-eval-")) / "games.jsonl"
+    m = run_match(f"{run_dir}@{checkpoint}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
+                  records=str(records))
+    first, second = m["a_first"], m["a_second"]
+    return {
+        "run_dir": str(run_dir), "env": m["game"], "opponent": m["b"]["id"], "games": m["games"],
+        "checkpoint": m["a"]["source"], "updates": m["a"]["updates"],
+        "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
+        "games_as_first_seat": sum(first.values()), "losses_as_first_seat": first["losses"],
+        "losses_as_second_seat": second["losses"], "score": m["score"], "elo": m["elo"], "match": m,
+    }
