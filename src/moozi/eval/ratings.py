@@ -16,6 +16,7 @@ game still gets a finite rating). Intervals come from the inverse Hessian
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -41,12 +42,34 @@ class Ratings:
         return self.ratings[name] - z * self.sd[name], self.ratings[name] + z * self.sd[name]
 
 
-def fit_ratings(games, anchor: str, prior_sd: float = 1000.0, first_move: bool = True,
-                iterations: int = 100) -> Ratings:
-    """Fit ratings to ``games``: ``(first_player, second_player, score)`` with score 1 (first won), 0.5, 0."""
+@functools.lru_cache(maxsize=None)
+def _posterior(k: int, first_move: bool, has_draws: bool):
+    """Jitted ``(log posterior, log likelihood)``, its gradient and Hessian in ``theta`` (ratings of the
+    ``k`` free players, then the first-move term and the log draw width when fitted); the games are
+    arguments, so one compilation serves every pool of the same size."""
     import jax
     import jax.numpy as jnp
 
+    def log_posterior(theta, a, b, win, draw, loss, prior_sd):
+        r = jnp.concatenate([theta[:k], jnp.zeros(1)])  # the anchor sits at index -1 with rating 0
+        eta = theta[k] if first_move else 0.0
+        d = jnp.exp(theta[-1]) if has_draws else 0.0
+        x = (r[a] - r[b] + eta) * LN10_400
+        p_win = jax.nn.sigmoid(x - d)
+        p_loss = jax.nn.sigmoid(-x - d)
+        p_draw = jnp.maximum(1.0 - p_win - p_loss, 1e-12)
+        ll = jnp.sum(win * jnp.log(p_win) + loss * jnp.log(p_loss) + draw * jnp.log(p_draw))
+        return ll - 0.5 * jnp.sum((theta[:k] / prior_sd) ** 2), ll
+
+    value = jax.jit(log_posterior)
+    grad = jax.jit(jax.grad(lambda *x: log_posterior(*x)[0]))
+    hess = jax.jit(jax.hessian(lambda *x: log_posterior(*x)[0]))
+    return value, grad, hess
+
+
+def fit_ratings(games, anchor: str, prior_sd: float = 1000.0, first_move: bool = True,
+                iterations: int = 100) -> Ratings:
+    """Fit ratings to ``games``: ``(first_player, second_player, score)`` with score 1 (first won), 0.5, 0."""
     games = list(games)
     names = sorted({g[0] for g in games} | {g[1] for g in games})
     if anchor not in names:
@@ -62,45 +85,31 @@ def fit_ratings(games, anchor: str, prior_sd: float = 1000.0, first_move: bool =
     k = len(free)
     win, draw, loss = (s == 1.0).astype(np.float64), (s == 0.5).astype(np.float64), (s == 0.0).astype(np.float64)
 
-    def unpack(theta):
-        r = jnp.concatenate([theta[:k], jnp.zeros(1)])  # the anchor sits at index -1 with rating 0
-        eta = theta[k] if first_move else 0.0
-        d = jnp.exp(theta[-1]) if has_draws else 0.0
-        return r, eta, d
-
-    def log_posterior(theta):
-        r, eta, d = unpack(theta)
-        x = (r[a] - r[b] + eta) * LN10_400
-        p_win = jax.nn.sigmoid(x - d)
-        p_loss = jax.nn.sigmoid(-x - d)
-        p_draw = jnp.maximum(1.0 - p_win - p_loss, 1e-12)
-        ll = jnp.sum(win * jnp.log(p_win) + loss * jnp.log(p_loss) + draw * jnp.log(p_draw))
-        return ll - 0.5 * jnp.sum((theta[:k] / prior_sd) ** 2), ll
-
     n_params = k + int(first_move) + int(has_draws)
     theta = np.zeros(n_params)
     if has_draws:
         theta[-1] = math.log(0.5)
-    grad = jax.jit(jax.grad(lambda t: log_posterior(t)[0]))
-    hess = jax.jit(jax.hessian(lambda t: log_posterior(t)[0]))
+    data = (a, b, win, draw, loss, float(prior_sd))
+    value_and_ll, grad, hess = _posterior(k, bool(first_move), has_draws)
     for _ in range(iterations):
-        g, h = np.asarray(grad(theta), np.float64), np.asarray(hess(theta), np.float64)
+        g, h = np.asarray(grad(theta, *data), np.float64), np.asarray(hess(theta, *data), np.float64)
         step = np.linalg.solve(h - 1e-9 * np.eye(n_params), -g)
         step = np.clip(step, -200.0, 200.0)  # damped: a far start never overshoots into nonsense
         theta = theta + step
         if np.max(np.abs(step)) < 1e-4:
             break
-    cov = np.linalg.inv(-np.asarray(hess(theta), np.float64))
+    cov = np.linalg.inv(-np.asarray(hess(theta, *data), np.float64))
     sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    r, eta, d = unpack(jnp.asarray(theta))
+    eta = float(theta[k]) if first_move else 0.0
+    d = math.exp(theta[-1]) if has_draws else 0.0
     return Ratings(
         ratings={**{n: float(theta[index[n]]) for n in free}, anchor: 0.0},
         sd={**{n: float(sd[index[n]]) for n in free}, anchor: 0.0},
-        first_move=float(eta) if first_move else 0.0,
+        first_move=eta,
         first_move_sd=float(sd[k]) if first_move else 0.0,
         draw_width=float(d) / LN10_400 if has_draws else 0.0,
         games=len(games),
-        log_likelihood=float(log_posterior(jnp.asarray(theta))[1]),
+        log_likelihood=float(value_and_ll(theta, *data)[1]),
     )
 
 
