@@ -132,3 +132,24 @@ def test_eval_against_an_arena_player(ttt_run, capsys):
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert r["opponent"] == "os-mcts-10" and r["games"] == 6 and r["games_as_first_seat"] == 3
     assert r["wins"] + r["draws"] + r["losses"] == 6 and "low" in r["score"] and r["match"]["a"]["kind"] == "mcts"
+
+
+def test_tournaments_during_training(tmp_path, capsys):
+    """tournament.every_checkpoints: the newest checkpoint plays the anchors and the previous one; the games go to
+    the run's rating pool and the ratings to the metrics; single-player games refuse it by name."""
+    run = tmp_path / "ttt"
+    argv = ["train", "--preset", "tictactoe", "--run-dir", str(run), "--minutes", "0.6", *TINY,
+            "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.1", "tournament.every_checkpoints=1", "tournament.pairs=2",
+            "tournament.anchors=[random, perfect]", "tournament.previous=1", "tournament.max_share=0.9"]
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rated = [r for r in rows if "rating/latest" in r]
+    assert rated and all(r["rating/latest_low"] <= r["rating/latest"] <= r["rating/latest_high"] for r in rated)
+    assert "rating/score_vs/random" in rated[0] and "rating/score_vs/perfect" in rated[0]
+    assert len(rated) >= 2 and "rating/score_vs/previous_1" in rated[1]
+    capsys.readouterr()
+    assert main(["ratings", str(run)]) == 0
+    assert "random" in capsys.readouterr().out
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(tmp_path / "cp"), "--minutes", "0.1",
+                 "tournament.every_checkpoints=1"]) == 2
+    assert "needs a two-player game" in capsys.readouterr().err

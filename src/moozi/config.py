@@ -623,6 +623,45 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class TournamentConfig:
+    """Periodic tournaments during training (two-player games; off by default).
+
+    every_checkpoints: after every this-many periodic checkpoints, the newest
+      checkpoint plays ``pairs`` pairs against each anchor and against the
+      ``previous`` newest earlier checkpoints still kept; the games go to
+      ``RUN/ratings/games.jsonl`` and the pool's ratings (one joint fit,
+      ``random`` or the first anchor at 0) to the metrics as ``rating/*``
+      (0: never).
+    pairs: pairs of games per match.
+    anchors: fixed opponents, ``moozi match`` player strings (e.g.
+      ``[random, os-mcts-100]``, ``[perfect]`` for tic-tac-toe).
+    previous: earlier checkpoints to play (0: anchors only).
+    opening_plies: random plies opening each pair.
+    max_share: a tournament is skipped while tournaments have taken more than
+      this share of the run's wall clock (so rating never starves training).
+    """
+
+    every_checkpoints: int = 0
+    pairs: int = 20
+    anchors: tuple = ("random",)
+    previous: int = 1
+    opening_plies: int = 2
+    max_share: float = 0.2
+
+    def __post_init__(self):
+        o = "tournament"
+        _nonneg_int(o, "every_checkpoints", self.every_checkpoints)
+        _positive_int(o, "pairs", self.pairs)
+        _nonneg_int(o, "previous", self.previous)
+        _nonneg_int(o, "opening_plies", self.opening_plies)
+        _number_in(o, "max_share", self.max_share, 0.0, 1.0, lo_open=True)
+        anchors = (self.anchors,) if isinstance(self.anchors, str) else self.anchors
+        if not isinstance(anchors, (list, tuple)) or not all(isinstance(a, str) and a for a in anchors):
+            _fail(o, "anchors", self.anchors, "a list of player strings, e.g. [random, os-mcts-100]")
+        object.__setattr__(self, "anchors", tuple(anchors))
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole training run. ``test_planner`` is the testing worker's planner (thesis Table 5.1)."""
 
@@ -641,6 +680,7 @@ class Config:
     output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
     reanalyze: ReanalyzeConfig = dataclasses.field(default_factory=ReanalyzeConfig)
+    tournament: TournamentConfig = dataclasses.field(default_factory=TournamentConfig)
 
     def __post_init__(self):
         # Combinations that would act for the whole budget and never train.
@@ -710,6 +750,7 @@ _SECTIONS = {
     "output": OutputConfig,
     "distributed": DistributedConfig,
     "reanalyze": ReanalyzeConfig,
+    "tournament": TournamentConfig,
 }
 
 

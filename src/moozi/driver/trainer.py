@@ -126,6 +126,10 @@ class Trainer:
                 raise ConfigError(f"reanalyze.fraction > 0 is not supported for two-player games ({self.spec.name}): "
                                   "stored episodes do not keep legal-move masks yet, so a re-search would consider "
                                   "illegal moves. Set reanalyze.fraction = 0")
+        if config.tournament.every_checkpoints and not self.spec.two_player:
+            raise ConfigError(f"tournament.every_checkpoints > 0 needs a two-player game; {self.spec.name} is "
+                              "single-player (its test return is its rating). Set tournament.every_checkpoints = 0")
+        self._tournament_s = 0.0
         self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
         if not resume:
@@ -769,6 +773,7 @@ class Trainer:
                 r.clear()
             if now - self._last_ckpt >= 60.0 * out.checkpoint_every_minutes:
                 self.save()
+                self._maybe_tournament()
                 self._last_ckpt = time.monotonic()
 
         try:
@@ -793,6 +798,36 @@ class Trainer:
         if self.counters["updates"] == 0:
             log.warning("the run ended without a single update: %s", self._why_no_update())
         return dict(self.counters)
+
+    def _maybe_tournament(self) -> None:
+        """After every ``tournament.every_checkpoints`` checkpoints: the newest against anchors and earlier ones
+        (``moozi.eval.tournament``); skipped while tournaments have taken more than ``max_share`` of the run."""
+        t = self.config.tournament
+        if not t.every_checkpoints or self.counters["checkpoints"] % t.every_checkpoints:
+            return
+        if self._tournament_s > t.max_share * max(self.counters["wall_s"], 1.0):
+            log.info("tournament skipped: tournaments took %.0f s, over %.0f%% of the run", self._tournament_s,
+                     100 * t.max_share)
+            return
+        from moozi.checkpoint import list_checkpoints
+        from moozi.eval.tournament import run_tournament
+
+        steps = sorted(c.step for c in list_checkpoints(self.run_dir / "checkpoints"))
+        if not steps:
+            return
+        earlier = steps[:-1][-t.previous:] if t.previous else []
+        t0 = time.monotonic()
+        try:
+            result = run_tournament(self.run_dir, steps[-1], earlier, t, seed=self.config.schedule.seed + steps[-1])
+        except Exception as err:  # a failed tournament never ends a training run
+            log.warning("tournament at update %d failed: %s", steps[-1], err)
+            result = {}
+        self._tournament_s += time.monotonic() - t0
+        if result:
+            result["tournament/share"] = self._tournament_s / max(self.counters["wall_s"], 1.0)
+            self.metrics.write(result, step=self.counters["env_steps"])
+            log.info("tournament at update %d: rating %.0f [%.0f, %.0f]", steps[-1], result["rating/latest"],
+                     result["rating/latest_low"], result["rating/latest_high"])
 
     def _out_of_time(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline

@@ -295,9 +295,10 @@ class RunPlayer:
         self.checkpoint_path = meta["path"]
         self.key = jax.random.key(seed)
         self.rng = np.random.default_rng(seed)
-        self._push, self._choose = _run_functions(self.model, self.config, planner, mode, self.env_spec.two_player)
+        # Shared by every player of the same network and search (a tournament builds one per match).
+        self._push, self._choose, self._compiled = _run_functions(self.model, self.config, planner, mode,
+                                                                  self.env_spec.two_player)
         self.history = None
-        self._compiled: dict = {}
         self.compile_s = 0.0
 
     def reset(self, ts) -> None:
@@ -376,13 +377,25 @@ class RunPlayer:
         pass
 
 
+_RUN_FUNCTIONS: dict = {}
+
+
 def _run_functions(model, config, planner, mode: str, two_player: bool):
-    """Jitted ``push(history, obs, prev_aug, is_first)`` and ``choose(params, key, history, idx, legal) -> [n, A_env]``.
+    """Jitted ``push(history, obs, prev_aug, is_first)``, ``choose(params, key, history, idx, legal) -> [n, A_env]``
+    and a dict for its compiled executables by batch size; cached per (network, history, search, mode), so new
+    params of the same network reuse them.
 
     ``choose`` returns the weights to pick from: the search's policy over
     environment actions (greedy: its most visited; mctx's own choice is the
     same move at temperature 0) or the prior's probabilities.
     """
+    key = (repr(config.model), repr(config.targets), repr(planner), repr(config.env), mode, two_player)
+    if key not in _RUN_FUNCTIONS:
+        _RUN_FUNCTIONS[key] = _build_run_functions(model, config, planner, mode, two_player) + ({},)
+    return _RUN_FUNCTIONS[key]
+
+
+def _build_run_functions(model, config, planner, mode: str, two_player: bool):
     import jax
     import jax.numpy as jnp
 

@@ -1,0 +1,53 @@
+"""Tournaments during training: the newest checkpoint against fixed anchors and earlier checkpoints.
+
+After every ``tournament.every_checkpoints`` periodic checkpoints the driver
+calls :func:`run_tournament`: matches (``moozi.eval.arena``) between
+``RUN@UPDATES`` and each anchor and each of the ``previous`` newest earlier
+kept checkpoints, ``pairs`` pairs each; every game is appended to the run's
+rating pool ``RUN/ratings/games.jsonl`` (records under
+``RUN/ratings/matches/``), and the whole pool is fitted again (one joint
+Bradley-Terry fit, never a chain of differences). What it returns is logged
+as metrics: ``rating/latest`` with ``rating/latest_low`` / ``_high`` (95%),
+``rating/score_vs/<anchor>`` and ``rating/score_vs/previous_<k>`` (the k-th newest earlier checkpoint),
+``tournament/seconds``; ``moozi ratings RUN``
+prints the whole table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from moozi.config import TournamentConfig
+
+
+def pool_path(run_dir) -> Path:
+    return Path(run_dir) / "ratings" / "games.jsonl"
+
+
+def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentConfig, seed: int) -> dict:
+    """Play the newest checkpoint (``updates``) against the anchors and the ``earlier`` checkpoints; metrics."""
+    from moozi.eval.arena import run_match
+    from moozi.eval.ratings import ratings_table, read_pool
+
+    t0 = time.perf_counter()
+    me = f"{run_dir}@{updates}"
+    # Metric names stay the same from one tournament to the next: anchors by name, earlier checkpoints by age.
+    opponents = [(a, a.replace("/", "_").replace(":", "_")) for a in cfg.anchors]
+    opponents += [(f"{run_dir}@{u}", f"previous_{k}") for k, u in enumerate(reversed(earlier), 1)]
+    out: dict[str, float] = {}
+    my_id = None
+    for i, (opp, name) in enumerate(opponents):
+        records = Path(run_dir) / "ratings" / "matches" / f"{updates}-vs-{name}.jsonl"
+        m = run_match(me, opp, pairs=cfg.pairs, opening_plies=cfg.opening_plies, seed=seed + 7 * i,
+                      records=str(records), pool_file=str(pool_path(run_dir)))
+        my_id = m["a"]["id"]
+        out[f"rating/score_vs/{name}"] = m["score"]["value"]
+    games = read_pool([pool_path(run_dir)])
+    names = {g["first"] for g in games} | {g["second"] for g in games}
+    anchor = "random" if "random" in names else cfg.anchors[0] if cfg.anchors else sorted(names)[0]
+    table = ratings_table(games, anchor=anchor)
+    mine = next(r for r in table["players"] if r["player"] == my_id)
+    out.update({"rating/latest": mine["rating"], "rating/latest_low": mine["low"], "rating/latest_high": mine["high"],
+                "rating/pool_games": float(table["games"]), "tournament/seconds": time.perf_counter() - t0})
+    return out
