@@ -139,7 +139,8 @@ def test_tournaments_during_training(tmp_path, capsys):
     the run's rating pool and the ratings to the metrics; single-player games refuse it by name."""
     run = tmp_path / "ttt"
     argv = ["train", "--preset", "tictactoe", "--run-dir", str(run), "--minutes", "0.6", *TINY,
-            "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.1", "tournament.every_checkpoints=1", "tournament.pairs=2",
+            "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.1",
+            "tournament.every_checkpoints=1", "tournament.pairs=2",
             "tournament.anchors=[random, perfect]", "tournament.previous=1", "tournament.max_share=0.9"]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
