@@ -83,12 +83,15 @@ def test_match_a_run_against_players(ttt_run, tmp_path, capsys):
     """`moozi match` with a trained run: its search and its prior against perfect play and OpenSpiel MCTS."""
     capsys.readouterr()
     pool = tmp_path / "pool.jsonl"
-    for a, b in ((f"{ttt_run},sims=4", "perfect"), (f"prior:{ttt_run},temp=1", "os-mcts-8")):
+    for a, b in ((f"{ttt_run},sims=4", "perfect"), (f"prior:{ttt_run},temp=1", "os-mcts-8"),
+                 (f"{ttt_run},ms=0.001", "random")):
         assert main(["match", a, b, "--pairs", "3", "--records", str(tmp_path / "m.jsonl"), "--pool", str(pool),
                      "--json"]) == 0
         out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert out["games"] == 6 and out["a"]["source"] == str(ttt_run)
-        assert out["a"]["kind"] == ("mcts" if b == "perfect" else "prior")
+        assert out["a"]["kind"] == ("prior" if b == "os-mcts-8" else "mcts")
+        if b == "random":  # a budget below the smallest rung's time: the smallest rung, recorded in the spec
+            assert out["a"]["settings"] == {"ms": 0.001, "sims": 4}
         assert out["a"]["updates"] > 0 and out["ms_per_move"]["a"] > 0
     assert main(["ratings", str(pool), "--anchor", "perfect"]) == 0
     assert "perfect" in capsys.readouterr().out

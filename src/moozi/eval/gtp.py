@@ -15,9 +15,10 @@ Commands: the administrative ones (``protocol_version``, ``name``,
 ``version``, ``known_command``, ``list_commands``, ``quit``), ``boardsize``
 (accepted only for the game's own size), ``komi`` (accepted, no effect),
 ``clear_board``, ``play``, ``genmove``, ``undo``, ``showboard``,
-``legal_moves``, ``final_score``, ``time_settings`` / ``time_left`` (accepted
-and recorded; the player's search has a fixed number of simulations, so time
-does not change its moves), and two extensions: ``moozi-game NAME`` (switch
+``legal_moves``, ``final_score``, ``time_settings`` / ``time_left`` (a run's
+search then takes, per move, 80% of the time left spread over the moves it may
+still have to make, choosing its simulations from a measured ladder; other
+players ignore the clock), and two extensions: ``moozi-game NAME`` (switch
 the game; built-in players only, a run plays its own game) and
 ``moozi-analyze`` (the player's search at this position: one line per move
 with its search share, prior, and the value).
@@ -150,10 +151,23 @@ class GTPEngine:
     def _genmove(self, args):
         if len(args) != 1:
             raise GTPError("genmove needs a colour")
-        self._check_turn(self._colour(args[0]))
+        seat = self._colour(args[0])
+        self._check_turn(seat)
+        self._budget(seat)
         legal_names = {m: self.session.move_name(m) for m in self.session.legal()}
         action = self.session.genmove()
         return legal_names[action]
+
+    def _budget(self, seat: int) -> None:
+        """With time_left known and a player that takes a time budget: spend the remaining time evenly over
+        the moves this side may still have to make (half the legal moves, at least one), with a 20% reserve."""
+        player = self.session.player
+        if seat not in self.time or not hasattr(player, "set_time_budget"):
+            return
+        seconds, _ = self.time[seat]
+        moves_left = max(len(self.session.legal()) // 2, 1)
+        budget = max(0.8 * 1000.0 * seconds / moves_left, 1.0)
+        player.set_time_budget(budget)
 
     def _undo(self, args):
         if not self.session.moves:

@@ -29,7 +29,8 @@ Player strings (``moozi match A B``)::
     prior:RUN[@CKPT]           the same network's prior only (no search)
 
     options after a comma, for any player: ,eps=0.05 (a uniformly random legal move
-    with this probability); for runs: ,sims=N (simulations), ,temp=T (sample the
+    with this probability); for runs: ,sims=N (simulations) or ,ms=T (a time budget per move: the
+    most simulations of a ladder 4, 8, ..., 1024 that fit, measured), ,temp=T (sample the
     search policy, or the prior, sharpened by 1/T; 0 = greedy); for az: ,sims=N; for
     os-mcts and mcts: ,rollouts=K; for os-mcts: ,uct=C, ,solve=0|1.
 
@@ -263,8 +264,11 @@ class RunPlayer:
     two.
     """
 
+    SIM_LADDER = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+    """Simulation counts a time budget chooses from (mctx cannot resume a tree, so each is its own program)."""
+
     def __init__(self, run: str, checkpoint: str = "latest", mode: str = "search", simulations: int | None = None,
-                 temperature: float = 0.0, seed: int = 0):
+                 temperature: float = 0.0, seed: int = 0, budget_ms: float | None = None):
         import jax
 
         from moozi.driver import build_parts, load_params, load_run_config
@@ -300,6 +304,59 @@ class RunPlayer:
                                                                   self.env_spec.two_player)
         self.history = None
         self.compile_s = 0.0
+        self.budget_ms = None
+        self._timings: dict = {}  # (batch size, simulations) -> measured ms per call
+        if budget_ms is not None:
+            if mode != "search" or simulations is not None:
+                raise ConfigError("ms= (a time budget) chooses the simulations itself: give it to a searching run "
+                                  "player without sims=")
+            self.set_time_budget(budget_ms)
+
+    def set_time_budget(self, ms: float) -> None:
+        """Search with as many simulations of :attr:`SIM_LADDER` as fit in ``ms`` per call (measured on the
+        first call of each batch size; compiling is not counted). The spec records ``ms`` and the N in use."""
+        if ms <= 0:
+            raise ConfigError(f"ms = {ms}: allowed a time in milliseconds > 0")
+        self.budget_ms = float(ms)
+        self._chosen = {}
+
+    def _use_simulations(self, n: int) -> None:
+        self.planner = dataclasses.replace(self.planner, num_simulations=int(n))
+        self._push, self._choose, self._compiled = _run_functions(self.model, self.config, self.planner, self.mode,
+                                                                  self.env_spec.two_player)
+        settings = dict(self.spec.settings)
+        settings.update(sims=int(n), ms=self.budget_ms)
+        self.spec = dataclasses.replace(self.spec, settings=tuple(sorted(settings.items())))
+
+    def _calibrate(self, size: int, args) -> None:
+        """Pick the largest ladder rung whose measured time per call is within the budget (the smallest if none)."""
+        chosen = self.SIM_LADDER[0]
+        for n in self.SIM_LADDER:
+            if (size, n) not in self._timings:
+                self._use_simulations(n)
+                fn = self._compiled_for(size, args)
+                times = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    np.asarray(fn(*args))
+                    times.append(1000.0 * (time.perf_counter() - t))
+                self._timings[(size, n)] = float(np.median(times))
+            if self._timings[(size, n)] > self.budget_ms:
+                break
+            chosen = n
+        self._chosen[size] = chosen
+        self._use_simulations(chosen)
+        import logging
+
+        logging.getLogger("moozi").info("time budget %.0f ms per move: %d simulations (%.1f ms measured, batch %d)",
+                                        self.budget_ms, chosen, self._timings[(size, chosen)], size)
+
+    def _compiled_for(self, size: int, args):
+        if size not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
+            t = time.perf_counter()
+            self._compiled[size] = self._choose.lower(*args).compile()
+            self.compile_s += time.perf_counter() - t
+        return self._compiled[size]
 
     def reset(self, ts) -> None:
         from moozi.model.history import history_init
@@ -324,11 +381,14 @@ class RunPlayer:
         legal = np.asarray(ts.legal_actions, bool)[idx]
         self.key, sub = jax.random.split(self.key)
         args = (self.params, sub, self.history, idx, legal)
-        if size not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
-            t = time.perf_counter()
-            self._compiled[size] = self._choose.lower(*args).compile()
-            self.compile_s += time.perf_counter() - t
-        weights = np.asarray(self._compiled[size](*args), np.float64)[: rows.size]
+        if self.budget_ms is not None:
+            if size not in self._chosen:
+                t, before = time.perf_counter(), self.compile_s
+                self._calibrate(size, args)
+                self.compile_s = before + time.perf_counter() - t  # calibrating is not playing either
+            elif self.planner.num_simulations != self._chosen[size]:
+                self._use_simulations(self._chosen[size])
+        weights = np.asarray(self._compiled_for(size, args)(*args), np.float64)[: rows.size]
         weights = np.where(legal[: rows.size], weights, 0.0)
         if self.temperature == 0.0:
             choice = np.argmax(np.where(legal[: rows.size], weights + 1e-9, -1.0), axis=-1)
@@ -616,9 +676,9 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         if not (Path(run) / "config.yaml").is_file():
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
                               "run directory (no config.yaml)")
-        unused(("sims", "temp") if mode == "search" else ("temp",))
+        unused(("sims", "temp", "ms") if mode == "search" else ("temp",))
         player = RunPlayer(run, checkpoint or "latest", mode, options.get("sims"), float(options.get("temp", 0.0)),
-                           seed)
+                           seed, budget_ms=options.get("ms"))
         if player.config.env.name != game:
             raise ConfigError(f"player {text!r} was trained on {player.config.env.name}, not {game}")
     if eps:
