@@ -93,3 +93,22 @@ def test_play_at_the_terminal_against_perfect_play():
     session.new_game()
     assert play_terminal(session, 1, io.StringIO("quit\n"), io.StringIO()) is None
     session.close()
+
+
+def test_an_external_engine_over_gtp():
+    """gtp:COMMAND plays through engine processes: moozi's own GTP engine with perfect play draws perfect play."""
+    import sys
+
+    from moozi.envs.pool import make_pool
+    from moozi.eval.arena import play_match
+
+    engine = make_player(f"gtp:{sys.executable} -m moozi.cli gtp perfect --game pgx:tic_tac_toe", "pgx:tic_tac_toe")
+    pool = make_pool("pgx:tic_tac_toe", 2, seed=0)
+    try:
+        records, clocks = play_match(engine, make_player("perfect", "pgx:tic_tac_toe", 3), pool, pairs=2,
+                                     opening_plies=1, seed=5)
+    finally:
+        engine.close()
+        pool.close()
+    assert [r.score_a for r in records] == [0.5] * 4
+    assert clocks["a"].moves > 0 and engine.procs == []

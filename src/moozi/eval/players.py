@@ -24,6 +24,8 @@ Player strings (``moozi match A B``)::
     mcts-N                     batched rollout MCTS in JAX on the real simulator (JAX-native games):
                                PUCT without noise, N simulations, random playouts as values, uniform prior
     az:RUN[@CKPT]              AlphaZero mode: the run's network (prior and value) searching the real simulator
+    gtp:COMMAND                an external engine speaking GTP (one process per game of the batch;
+                               no commas in COMMAND), e.g. gtp:moozi gtp runs/c4
     RUN[@CKPT]                 a trained run: the learned-model search of its test planner
                                (CKPT: latest (default), best or an update count)
     prior:RUN[@CKPT]           the same network's prior only (no search)
@@ -607,7 +609,113 @@ class TrueModelPlayer:
         self.env.close()
 
 
-BUILTIN = ("random", "perfect", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]", "az:RUN[@CKPT]")
+class GTPPlayer:
+    """An external engine over GTP (``moozi gtp`` or any program speaking GTP v2 for the game): one engine
+    process per game of the batch, started on first use and reused from round to round.
+
+    Every move of a game is sent to its engine (``play``), except the engine's own (``genmove``); moves are
+    written in the game's notation where it has an OpenSpiel form, else as action indices.
+    """
+
+    def __init__(self, game: str, command: str, seed: int = 0, game_kwargs: dict | None = None):
+        import shlex
+
+        if not command.strip():
+            raise ConfigError("gtp: needs the engine's command line, e.g. gtp:'moozi gtp runs/c4'")
+        self.command = shlex.split(command)
+        self.game = game
+        try:
+            self.twin = openspiel_game(game, game_kwargs)
+        except ConfigError:
+            self.twin = None
+        self.spec = PlayerSpec("gtp", (("command", command),))
+        self.procs: list = []
+        self.states: list = []
+
+    def _send(self, b: int, line: str) -> str:
+        proc = self.procs[b]
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        lines = []
+        while True:
+            out = proc.stdout.readline()
+            if not out:
+                raise RuntimeError(f"GTP engine {' '.join(self.command)} ended (after {line!r})")
+            out = out.rstrip("\n")
+            if not lines and not out.strip():
+                continue
+            if out == "" and lines:
+                break
+            lines.append(out)
+        reply = "\n".join(lines)
+        if reply.startswith("?"):
+            raise RuntimeError(f"GTP engine refused {line!r}: {reply[1:].strip()}")
+        return reply[1:].strip()
+
+    def _name(self, b: int, action: int) -> str:
+        state = self.states[b]
+        if state is not None and not state.is_terminal():
+            return state.action_to_string(state.current_player(), int(action))
+        return str(int(action))
+
+    def _parse(self, b: int, text: str) -> int:
+        state = self.states[b]
+        if state is not None and not state.is_terminal():
+            for a in state.legal_actions():
+                if state.action_to_string(state.current_player(), a).lower() == text.lower():
+                    return int(a)
+        if text.lstrip("-").isdigit():
+            return int(text)
+        raise RuntimeError(f"GTP engine answered {text!r}, which names no legal move")
+
+    def reset(self, ts) -> None:
+        import subprocess
+
+        n = len(ts.is_first)
+        while len(self.procs) < n:
+            self.procs.append(subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               stderr=subprocess.DEVNULL, text=True, bufsize=1))
+        self.seat = np.zeros(n, np.int64)
+        self.own = np.zeros(n, bool)
+        self.states = [self.twin.new_initial_state() if self.twin is not None else None for _ in range(n)]
+        for b in range(n):
+            self._send(b, "clear_board")
+
+    def observe(self, ts, actions) -> None:
+        for b, first in enumerate(np.asarray(ts.is_first)):
+            if first:
+                self._send(b, "clear_board")
+                self.seat[b], self.own[b] = 0, False
+                self.states[b] = self.twin.new_initial_state() if self.twin is not None else None
+                continue
+            if self.states[b] is not None and self.states[b].is_terminal():
+                continue  # a finished game waiting for the round to end
+            if not self.own[b]:
+                self._send(b, f"play {'bw'[self.seat[b]]} {self._name(b, actions[b])}")
+            if self.states[b] is not None:
+                self.states[b].apply_action(int(actions[b]))
+            self.seat[b], self.own[b] = 1 - self.seat[b], False
+
+    def act(self, ts, movers):
+        out = np.zeros(len(movers), np.int32)
+        for b in np.flatnonzero(movers):
+            out[b] = self._parse(b, self._send(b, f"genmove {'bw'[self.seat[b]]}"))
+            self.own[b] = True
+        return out
+
+    def close(self) -> None:
+        for p in self.procs:
+            try:
+                p.stdin.write("quit\n")
+                p.stdin.flush()
+                p.wait(timeout=10)
+            except Exception:
+                p.kill()
+        self.procs = []
+
+
+BUILTIN = ("random", "perfect", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]", "az:RUN[@CKPT]",
+           "gtp:COMMAND")
 
 
 def parse_player(text: str) -> tuple[str, dict]:
@@ -659,6 +767,9 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
             raise ConfigError(f"player {text!r}: mcts-N needs a number of simulations, e.g. mcts-100")
         player = TrueModelPlayer(game, int(n), rollouts=int(options.get("rollouts", 1)), seed=seed,
                                  game_kwargs=game_kwargs)
+    elif head.startswith("gtp:"):
+        unused()
+        player = GTPPlayer(game, head[len("gtp:"):], seed, game_kwargs)
     elif head.startswith("az:"):
         unused(("sims",))
         run, _, checkpoint = head[len("az:"):].partition("@")
