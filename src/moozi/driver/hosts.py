@@ -260,11 +260,7 @@ class ActingHost:
             key = jax.random.fold_in(jax.random.fold_in(key, worker_id), incarnation)
             actor_seed = worker_seed(seed, 1 if role == "train" else 2, worker_id, incarnation)
         record = role == "test" and self.config.testing.record_every > 0
-        opponent = None
-        if role == "test" and env.spec.two_player:
-            from moozi.eval.perfect import make_opponent
-
-            opponent = make_opponent(self.config.testing.opponent, self.config.env.name, path=env.spec.path)
+        opponent = self.config.testing.opponent if role == "test" else None  # make_actor picks the path's form
         try:
             self.actor = make_actor(self.config, env, model, role, key, seed=actor_seed, opponent=opponent,
                                     record_frames=True if record else None)

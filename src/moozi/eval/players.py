@@ -354,11 +354,12 @@ class RunPlayer:
                                         self.budget_ms, chosen, self._timings[(size, chosen)], size)
 
     def _compiled_for(self, size: int, args):
-        if size not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
+        key = (size, int(args[2][1].shape[0]))  # searched rows, and the games the history holds
+        if key not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
             t = time.perf_counter()
-            self._compiled[size] = self._choose.lower(*args).compile()
+            self._compiled[key] = self._choose.lower(*args).compile()
             self.compile_s += time.perf_counter() - t
-        return self._compiled[size]
+        return self._compiled[key]
 
     def reset(self, ts) -> None:
         from moozi.model.history import history_init

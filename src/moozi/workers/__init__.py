@@ -25,9 +25,16 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
     ``num_envs`` copies (``pool`` overrides it). ``opponent`` plays the other
     seat of two-player test games (a device or host opponent to match the path).
     ``record_frames`` keeps the observations in the episodes (default: training
-    only; test games that are drawn as GIFs turn it on).
+    only; test games that are drawn as GIFs turn it on). ``opponent`` may also
+    be a name (``"random"``, ``"perfect"``): the opponent of that name for the
+    game's path.
     """
     from moozi.envs.pool import episode_seed, make_pool
+
+    if isinstance(opponent, str):
+        from moozi.eval.perfect import make_opponent
+
+        opponent = make_opponent(opponent, config.env.name, path=env.spec.path) if env.spec.two_player else None
 
     if role not in ("train", "test"):
         raise ValueError(f"role = {role!r} is invalid: allowed 'train' or 'test'")
