@@ -153,10 +153,7 @@ def summarize(records: list[GameRecord], spec_a: dict, spec_b: dict, clocks: dic
     seats = np.array([r.a_seat for r in records])
     w, d, l_ = wins_draws_losses(scores)
     n = len(records)
-    by_pair: dict[int, list[float]] = {}
-    for r in records:
-        by_pair.setdefault(r.pair, []).append(r.score_a)
-    pair_scores = [float(np.mean(v)) for v in by_pair.values() if len(v) == 2]
+    pair_scores = _pair_scores(records)
     paired = pair_score_interval(pair_scores)
     single = score_interval(w, d, l_)
     elo = elo_interval(paired)
