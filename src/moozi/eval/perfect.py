@@ -217,10 +217,16 @@ def host_perfect_opponent(rng: np.random.Generator, timestep) -> np.ndarray:
     (cannot happen on a consistent board) and returns 0 where nothing is legal
     (last steps). A :data:`moozi.workers.pool_actor.HostOpponent`.
     """
+    return perfect_moves(rng, cells_from_openspiel(timestep.observation, timestep.to_play), timestep.legal_actions)
+
+
+def perfect_moves(rng: np.random.Generator, cells, legal_actions) -> np.ndarray:
+    """Numpy: ``[B]`` moves uniformly random among the optimal ones for mover-relative ``cells [B, 9]``,
+    restricted to ``legal_actions [B, 9]`` (any legal move if that leaves none; 0 where nothing is legal)."""
     optimal, _ = _tables()
-    cells = cells_from_openspiel(timestep.observation, timestep.to_play)
+    cells = np.asarray(cells)
     digits = np.where(cells > 0, 1, np.where(cells < 0, 2, 0))
-    legal = np.asarray(timestep.legal_actions, bool)
+    legal = np.asarray(legal_actions, bool)
     best = optimal[(digits * _POW3).sum(-1)] & legal
     choice = np.where(best.any(-1, keepdims=True), best, legal)
     u = rng.random(choice.shape)

@@ -173,19 +173,13 @@ class PerfectPlayer:
         pass
 
     def act(self, ts, movers):
-        from moozi.eval.perfect import _POW3, NUM_CELLS, _tables, cells_from_openspiel
+        from moozi.eval.perfect import cells_from_observation, cells_from_openspiel, perfect_moves
 
-        optimal, _ = _tables()
-        obs = np.asarray(ts.observation)
         if self.game.startswith("openspiel:"):
-            cells = cells_from_openspiel(obs, ts.to_play)
-        else:  # pgx: the mover's view, plane 0 the mover's pieces
-            cells = ((obs[..., 0] > 0.5).astype(np.int32) - (obs[..., 1] > 0.5).astype(np.int32))
-            cells = cells.reshape(obs.shape[0], NUM_CELLS)
-        digits = np.where(cells > 0, 1, np.where(cells < 0, 2, 0))
-        legal = np.asarray(ts.legal_actions, bool)
-        best = optimal[(digits * _POW3).sum(-1)] & legal
-        return _random_legal(self.rng, np.where(best.any(-1, keepdims=True), best, legal))
+            cells = cells_from_openspiel(ts.observation, ts.to_play)
+        else:  # pgx: the mover's view
+            cells = np.asarray(cells_from_observation(ts.observation))
+        return perfect_moves(self.rng, cells, ts.legal_actions)
 
     def observe(self, ts, actions) -> None:
         pass
