@@ -106,6 +106,24 @@ def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
     return np.where(legal.any(-1), np.argmax(np.where(legal, u, -1.0), axis=-1), 0).astype(np.int32)
 
 
+def _padded_rows(movers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, idx)``: the games to move, and their indices padded to a power of two (repeating the first)
+    so a batched search sees a handful of shapes."""
+    rows = np.flatnonzero(movers)
+    size = 1 << math.ceil(math.log2(max(rows.size, 1)))
+    return rows, np.concatenate([rows, np.full(size - rows.size, rows[0] if rows.size else 0)]).astype(np.int32)
+
+
+def _compile_timed(player, cache: dict, key, fn, args):
+    """``fn`` compiled ahead for ``args`` (cached under ``key``), its compile time added to
+    ``player.compile_s``: ms per move is playing time."""
+    if key not in cache:
+        t = time.perf_counter()
+        cache[key] = fn.lower(*args).compile()
+        player.compile_s += time.perf_counter() - t
+    return cache[key]
+
+
 class RandomPlayer:
     """Uniformly random legal moves."""
 
@@ -348,12 +366,8 @@ class RunPlayer:
                                         self.budget_ms, chosen, self._timings[(size, chosen)], size)
 
     def _compiled_for(self, size: int, args):
-        key = (size, int(args[2][1].shape[0]))  # searched rows, and the games the history holds
-        if key not in self._compiled:  # compiled ahead, timed apart: ms per move is playing time
-            t = time.perf_counter()
-            self._compiled[key] = self._choose.lower(*args).compile()
-            self.compile_s += time.perf_counter() - t
-        return self._compiled[key]
+        # Keyed by the searched rows and the games the history holds (the cache is shared by players).
+        return _compile_timed(self, self._compiled, (size, int(args[2][1].shape[0])), self._choose, args)
 
     def reset(self, ts) -> None:
         from moozi.model.history import history_init
@@ -369,12 +383,11 @@ class RunPlayer:
     def act(self, ts, movers):
         import jax
 
-        rows = np.flatnonzero(movers)
+        rows, idx = _padded_rows(movers)
         out = np.zeros(len(movers), np.int32)
         if rows.size == 0:
             return out
-        size = 1 << math.ceil(math.log2(rows.size))
-        idx = np.concatenate([rows, np.full(size - rows.size, rows[0])]).astype(np.int32)
+        size = idx.size
         legal = np.asarray(ts.legal_actions, bool)[idx]
         self.key, sub = jax.random.split(self.key)
         args = (self.params, sub, self.history, idx, legal)
@@ -583,21 +596,16 @@ class TrueModelPlayer:
     def act(self, ts, movers):
         import jax
 
-        rows = np.flatnonzero(movers)
+        rows, idx = _padded_rows(movers)
         out = np.zeros(len(movers), np.int32)
         if rows.size == 0:
             return out
         self._check(ts, rows)
-        size = 1 << math.ceil(math.log2(rows.size))
-        idx = np.concatenate([rows, np.full(size - rows.size, rows[0])]).astype(np.int32)
+        size = idx.size
         seeds = self.rng.integers(0, 2**32, size, dtype=np.uint32)
         key = jax.random.key(int(self.rng.integers(2**31)))
         args = (self.params, key, self.states, self.history, idx, seeds)
-        if size not in self._compiled:
-            t = time.perf_counter()
-            self._compiled[size] = self._choose.lower(*args).compile()
-            self.compile_s += time.perf_counter() - t
-        out[rows] = np.asarray(self._compiled[size](*args))[: rows.size]
+        out[rows] = np.asarray(_compile_timed(self, self._compiled, size, self._choose, args)(*args))[: rows.size]
         return out
 
     def close(self) -> None:
