@@ -38,6 +38,11 @@ class ModelConfig:
     value_transform: ``"phi"`` (thesis: two-hot of phi(x)) or ``"identity"``
       (two-hot of x itself; for board games with outcomes in [-1, 1], S = 1).
     normalize_hidden: min-max scale hidden states to [0, 1] (MuZero).
+    dynamics: what the search steps: ``"learned"`` (MuZero: the dynamics
+      network) or ``"simulator"`` (AlphaZero mode, JAX-native games only: the
+      game's own simulator; only representation and prediction are trained,
+      there are no dynamics, reward or consistency losses, and
+      ``targets.unroll_steps`` is 0).
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -52,10 +57,12 @@ class ModelConfig:
     support_size: int = 30
     value_transform: Literal["phi", "identity"] = "phi"
     normalize_hidden: bool = True
+    dynamics: Literal["learned", "simulator"] = "learned"
 
     def __post_init__(self):
         o = "model"
         _choice(o, "kind", self.kind, ("resnet", "mlp"))
+        _choice(o, "dynamics", self.dynamics, ("learned", "simulator"))
         _choice(o, "value_transform", self.value_transform, ("phi", "identity"))
         for name in ("channels", "head_hidden", "mlp_embedding", "support_size"):
             _positive_int(o, name, getattr(self, name))
@@ -115,7 +122,8 @@ class TargetConfig:
     """How training targets are built (../shared/DESIGN.md §4).
 
     history_length: L frames and actions stacked into one observation (thesis 4).
-    unroll_steps: K dynamics steps unrolled in training (thesis 5).
+    unroll_steps: K dynamics steps unrolled in training (thesis 5); 0 only in
+      AlphaZero mode (``model.dynamics = simulator``), which sets it to 0.
     td_steps: N, the n-step return horizon (thesis 10).
     discount: gamma (thesis 0.997).
     """
@@ -128,7 +136,7 @@ class TargetConfig:
     def __post_init__(self):
         o = "targets"
         _positive_int(o, "history_length", self.history_length)
-        _positive_int(o, "unroll_steps", self.unroll_steps)
+        _nonneg_int(o, "unroll_steps", self.unroll_steps)
         _positive_int(o, "td_steps", self.td_steps)
         _number_in(o, "discount", self.discount, 0.0, 1.0)
 
@@ -683,6 +691,17 @@ class Config:
     tournament: TournamentConfig = dataclasses.field(default_factory=TournamentConfig)
 
     def __post_init__(self):
+        if self.model.dynamics == "simulator":
+            # AlphaZero mode: nothing is unrolled, so one switch (model.dynamics) is all a preset needs.
+            if self.targets.unroll_steps:
+                object.__setattr__(self, "targets", dataclasses.replace(self.targets, unroll_steps=0))
+            if self.reanalyze.fraction > 0:
+                raise ConfigError(f"reanalyze.fraction = {self.reanalyze.fraction} with model.dynamics = simulator: "
+                                  "reanalyze replays stored frames, and the simulator needs the game states, which "
+                                  "replay does not keep; allowed: reanalyze.fraction = 0")
+        elif self.targets.unroll_steps == 0:
+            raise ConfigError("targets.unroll_steps = 0 is only allowed with model.dynamics = simulator (AlphaZero "
+                              "mode); the learned dynamics need K >= 1 unroll steps")
         # Combinations that would act for the whole budget and never train.
         s, r = self.schedule, self.replay
         if r.capacity < s.min_replay_steps:

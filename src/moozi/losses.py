@@ -59,9 +59,10 @@ def l2_norm_squared(params):
 def _combine(policy, value, reward, value_mask, config: LearnerConfig):
     """Per-sample weighted sums from per-step terms ``[B, K+1]``.
 
-    Index 0 is the initial inference; reward index 0 is unused.
+    Index 0 is the initial inference; reward index 0 is unused. With K = 0
+    (AlphaZero mode) only the initial inference's terms remain.
     """
-    k = policy.shape[1] - 1
+    k = max(policy.shape[1] - 1, 1)
     policy_term = policy[:, 0] + jnp.sum(policy[:, 1:], axis=1) / k
     value = value * value_mask
     value_term = config.value_coef * (value[:, 0] + jnp.sum(value[:, 1:], axis=1) / k)

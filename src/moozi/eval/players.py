@@ -27,7 +27,8 @@ Player strings (``moozi match A B``)::
     gtp:COMMAND                an external engine speaking GTP (one process per game of the batch;
                                no commas in COMMAND), e.g. gtp:moozi gtp runs/c4
     RUN[@CKPT]                 a trained run: the learned-model search of its test planner
-                               (CKPT: latest (default), best or an update count)
+                               (CKPT: latest (default), best or an update count); a run trained in
+                               AlphaZero mode (model.dynamics = simulator) is az:RUN
     prior:RUN[@CKPT]           the same network's prior only (no search)
 
     options after a comma, for any player: ,eps=0.05 (a uniformly random legal move
@@ -608,6 +609,36 @@ class TrueModelPlayer:
         out[rows] = np.asarray(_compile_timed(self, self._compiled, size, self._choose, args)(*args))[: rows.size]
         return out
 
+    def analyze(self, ts, row: int = 0) -> dict:
+        """AlphaZero mode: the search at game ``row`` without playing (as :meth:`RunPlayer.analyze`)."""
+        import jax
+        import jax.numpy as jnp
+
+        from moozi.planner import search
+        from moozi.true_model import network_evaluator, true_root, true_step
+
+        if self.model is None:
+            raise ConfigError(f"{self.spec.id} has no network to analyze with")
+        if not hasattr(self, "_analysis"):
+            evaluate, env, planner, discount = network_evaluator(self.model), self.env, self.planner, self.discount
+
+            def analysis(params, key, states, history):
+                root = true_root(evaluate, params, states, history, jnp.zeros(states.is_last.shape, jnp.uint32))
+                out = search(params, key, root, true_step(env, evaluate), states.legal_actions, planner,
+                             discount=discount, two_player=True, temperature=0.0)
+                return out.root_policy[:, 1:], out.root_value, jax.nn.softmax(root.prior_logits[:, 1:]), root.value
+
+            self._analysis = jax.jit(analysis)
+        key = jax.random.key(int(self.rng.integers(2**31)))
+        policy, value, prior, net_value = (np.asarray(x) for x in self._analysis(self.params, key, self.states,
+                                                                                  self.history))
+        legal = np.asarray(ts.legal_actions, bool)
+        moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
+                 for a in np.flatnonzero(legal[row])]
+        moves.sort(key=lambda m: -m["policy"])
+        return {"value": float(value[row]), "network_value": float(net_value[row]),
+                "simulations": self.planner.num_simulations, "moves": moves}
+
     def close(self) -> None:
         self.env.close()
 
@@ -790,6 +821,16 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         if not (Path(run) / "config.yaml").is_file():
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
                               "run directory (no config.yaml)")
+        from moozi.driver import load_run_config
+
+        if mode == "search" and load_run_config(run).model.dynamics == "simulator":
+            # A run trained in AlphaZero mode searches the way it was trained: the real simulator.
+            unused(("sims",))
+            sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
+            player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
+            if eps:
+                player = EpsilonPlayer(player, float(eps), seed + 7919)
+            return player
         unused(("sims", "temp", "ms") if mode == "search" else ("temp",))
         player = RunPlayer(run, checkpoint or "latest", mode, options.get("sims"), float(options.get("temp", 0.0)),
                            seed, budget_ms=options.get("ms"))

@@ -285,6 +285,12 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     from moozi.planner import plan
 
     config = load_run_config(run_dir)
+    if config.model.dynamics == "simulator":
+        from moozi.errors import ConfigError
+
+        raise ConfigError(f"{run_dir} was trained in AlphaZero mode (model.dynamics = simulator): its search steps "
+                          "the game itself, and the tree view shows the learned model's search; its search per move "
+                          "is shown by `moozi play RUN` (hint) and `moozi gtp RUN` (moozi-analyze)")
     if simulations is not None:
         config = dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
                                                                               num_simulations=int(simulations)))

@@ -29,6 +29,7 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
     be a name (``"random"``, ``"perfect"``): the opponent of that name for the
     game's path.
     """
+    from moozi.config import ConfigError
     from moozi.envs.pool import episode_seed, make_pool
 
     if isinstance(opponent, str):
@@ -54,11 +55,17 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
     if num_envs is None:
         num_envs = c.env.num_envs if train else c.testing.envs
     acting = c.acting if train else None
+    simulator = c.model.dynamics == "simulator"
+    if simulator and (env.spec.path != "device" or pool is not None):
+        raise ConfigError(f"model.dynamics = simulator (AlphaZero mode) needs a JAX-native game stepped on the "
+                          f"device (pgx:, gymnax:); {c.env.name} is stepped on the host. Allowed for it: "
+                          "model.dynamics = learned")
     if env.spec.path == "device" and pool is None:
         from moozi.workers.device_actor import DeviceActor
 
         steps = c.acting.steps_per_epoch if train else c.testing.steps_per_segment
-        return DeviceActor(env, model, policy, num_envs, steps, rng, acting=acting, opponent=opponent)
+        return DeviceActor(env, model, policy, num_envs, steps, rng, acting=acting, opponent=opponent,
+                           simulator=simulator)
     from moozi.workers.pool_actor import PoolActor
 
     if pool is None:

@@ -45,9 +45,10 @@ class DeviceCarry:
 
 
 def make_device_rollout(env: DeviceEnv, model: Model, config: PolicyConfig, num_steps: int,
-                        opponent: DeviceOpponent | None = None):
-    """Jitted ``(params, carry, temperature) -> (carry, StepSample [T, B])``."""
-    step = functools.partial(policy_step, model=model, config=config)
+                        opponent: DeviceOpponent | None = None, simulator: bool = False):
+    """Jitted ``(params, carry, temperature) -> (carry, StepSample [T, B])``; ``simulator`` searches the
+    game's own simulator (AlphaZero mode) instead of the learned model."""
+    step = functools.partial(policy_step, model=model, config=config, env=env if simulator else None)
     two_player_test = config.mode == "test" and env.spec.two_player
     opponent = opponent or random_opponent
 
@@ -55,7 +56,7 @@ def make_device_rollout(env: DeviceEnv, model: Model, config: PolicyConfig, num_
         external = jnp.zeros(c.timestep.is_first.shape, jnp.int32)
         if two_player_test:
             external = opponent(jax.random.fold_in(c.policy.rng, 1), c.env_state, c.timestep) + 1
-        policy, sample, _ = step(params, c.policy, c.timestep, temperature, external)
+        policy, sample, _ = step(params, c.policy, c.timestep, temperature, external, c.env_state)
         state, ts = step_batch(env, c.env_state, jnp.maximum(sample.action - 1, 0))
         return DeviceCarry(state, ts, policy), sample
 
@@ -77,16 +78,18 @@ class DeviceActor:
       rng: PRNG key (environment resets and search).
       acting: training temperature schedule (``"train"`` mode); None plays at temperature 0.
       opponent: test games in two-player games: the opponent (default uniformly random).
+      simulator: search the game's own simulator (AlphaZero mode, ``model.dynamics = simulator``).
     """
 
     def __init__(self, env: DeviceEnv, model: Model, config: PolicyConfig, num_envs: int, num_steps: int, rng,
-                 acting: ActingConfig | None = None, opponent: DeviceOpponent | None = None):
+                 acting: ActingConfig | None = None, opponent: DeviceOpponent | None = None,
+                 simulator: bool = False):
         self.env = env
         self.config = config
         self.num_envs = num_envs
         self.num_steps = num_steps
         self.acting = acting
-        self._rollout = make_device_rollout(env, model, config, num_steps, opponent)
+        self._rollout = make_device_rollout(env, model, config, num_steps, opponent, simulator)
         reset_key, policy_key = jax.random.split(rng)
         state, ts = jax.jit(functools.partial(reset_batch, env))(jax.random.split(reset_key, num_envs))
         self.carry = DeviceCarry(state, ts, init_policy_state(config, num_envs, policy_key))

@@ -18,6 +18,11 @@ Modes (static, :attr:`PolicyConfig.mode`):
   stored actions), so histories stack exactly the stored actions; the search
   only supplies fresh v* and p*.
 
+AlphaZero mode (``model.dynamics = simulator``): given the game (``env``)
+and its states (``env_state``, JAX-native games on the device path), the
+search steps the game's own simulator (:mod:`moozi.true_model`) with the
+network's prior and value at every node, instead of the learned dynamics.
+
 At a last step nothing is legal: the search still runs in the batch (only the
 dummy action is valid there) and its action is discarded (dummy). The value
 stored for a *truncated* last step is the network's value of that state (the
@@ -36,7 +41,7 @@ from moozi.config import PlannerConfig
 from moozi.envs.contract import EnvSpec, TimeStep, encode_frames
 from moozi.model.history import history_init, history_observation, history_push
 from moozi.model.networks import Model
-from moozi.planner import plan
+from moozi.planner import plan, search
 from moozi.types import DUMMY_ACTION
 
 MODES = ("train", "test", "forced")
@@ -168,8 +173,8 @@ def random_legal_action(key, legal_actions) -> jax.Array:
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
-def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_action, *, model: Model,
-                config: PolicyConfig):
+def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_action, env_state=None, *,
+                model: Model, config: PolicyConfig, env=None):
     """Act at the current step ``ts`` of every environment.
 
     Args:
@@ -179,6 +184,9 @@ def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_
       temperature: PUCT temperature of exploring training moves (scalar).
       external_action: ``[B]`` augmented actions: the opponent's in two-player
         test games, the forced ones in ``"forced"`` mode; ignored otherwise.
+      env_state: AlphaZero mode: the game states ``[B]`` of ``ts`` (``env`` given).
+      env: AlphaZero mode (static): the device game whose simulator the search
+        steps; None searches the learned model.
 
     Returns:
       ``(state, sample, observation)``: the new state, a :class:`StepSample`
@@ -197,8 +205,17 @@ def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_
         temp, gumbel = temperature * explore, config.planner.gumbel_scale * explore
     else:
         temp, gumbel = 0.0, config.planner.gumbel_scale
-    out = plan(model, params, search_key, obs, ts.legal_actions, config.planner, discount=config.discount,
-               two_player=spec.two_player, temperature=temp, gumbel_scale=gumbel)
+    if env is None:
+        out = plan(model, params, search_key, obs, ts.legal_actions, config.planner, discount=config.discount,
+                   two_player=spec.two_player, temperature=temp, gumbel_scale=gumbel)
+    else:
+        from moozi.true_model import network_evaluator, true_root, true_step
+
+        evaluate = network_evaluator(model)
+        seeds = jnp.zeros(ts.is_first.shape, jnp.uint32)  # the network evaluator draws nothing
+        root = true_root(evaluate, params, env_state, history, seeds)
+        out = search(params, search_key, root, true_step(env, evaluate), ts.legal_actions, config.planner,
+                     discount=config.discount, two_player=spec.two_player, temperature=temp, gumbel_scale=gumbel)
     action, is_random = out.action.astype(jnp.int32), jnp.zeros(ts.is_first.shape, jnp.bool_)
     seat, first_player = state.agent_seat, state.first_player
     if mode == "train":
