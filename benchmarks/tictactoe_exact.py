@@ -22,7 +22,8 @@ from moozi.driver import build_parts, load_params, load_run_config
 from moozi.envs.pool import make_pool
 from moozi.eval import perfect
 from moozi.model.history import history_init, history_observation, history_push
-from moozi.planner import plan
+from moozi.planner import plan, search
+from moozi.true_model import network_evaluator, true_root, true_step
 
 
 def cells_of(moves):  # mover-relative board: +1 mover, -1 opponent (x moves first)
@@ -42,6 +43,9 @@ def exact_outcomes(run, checkpoint: str = "latest") -> dict:
     sol = perfect.solve()
     A = model.num_actions
 
+    simulator = cfg.model.dynamics == "simulator"  # AlphaZero mode: the search steps the game itself
+    if simulator and env.spec.path == "host":
+        raise SystemExit(f"{run}: AlphaZero mode needs the JAX-native game")
     if env.spec.path == "host":
         env.close()
         pool = make_pool(cfg.env.name, 1, seed=0, **cfg.env.kwargs)
@@ -54,18 +58,23 @@ def exact_outcomes(run, checkpoint: str = "latest") -> dict:
     else:
         reset, step = jax.jit(env.reset), jax.jit(env.step)
 
-        def observe(moves):
+        def observe(moves, with_state=False):
             state, ts = reset(jax.random.key(0))
             for m in moves:
                 state, ts = step(state, jnp.int32(m))
-            return np.asarray(ts.observation), np.asarray(ts.legal_actions)
+            out = np.asarray(ts.observation), np.asarray(ts.legal_actions)
+            return (*out, jax.tree_util.tree_map(lambda x: x[None], state)) if with_state else out
 
     @jax.jit
-    def agent_move(frame, prev_action, is_first, legal):
+    def agent_move(frame, prev_action, is_first, legal, state=None):
         h = history_push(history_init(1, frame.shape[1:], 1), frame, prev_action, is_first)
-        out = plan(model, params, jax.random.key(0), history_observation(h, A), legal, cfg.test_planner,
-                   discount=cfg.targets.discount, two_player=True, temperature=jnp.zeros(1),
-                   gumbel_scale=jnp.zeros(1))
+        kw = dict(discount=cfg.targets.discount, two_player=True, temperature=jnp.zeros(1), gumbel_scale=jnp.zeros(1))
+        if state is None:
+            out = plan(model, params, jax.random.key(0), history_observation(h, A), legal, cfg.test_planner, **kw)
+        else:
+            evaluate = network_evaluator(model)
+            root = true_root(evaluate, params, state, h, jnp.zeros(1, jnp.uint32))
+            out = search(params, jax.random.key(0), root, true_step(env, evaluate), legal, cfg.test_planner, **kw)
         return out.action[0] - 1
 
     def walk(moves, seat, prob, out):
@@ -78,10 +87,10 @@ def exact_outcomes(run, checkpoint: str = "latest") -> dict:
                 out["lines"].append((prob, moves))
             return
         if len(moves) % 2 == seat:
-            frame, legal = observe(moves)
+            frame, legal, *state = observe(moves, with_state=True) if simulator else observe(moves)
             prev = moves[-1] + 1 if moves else 0
             a = int(agent_move(jnp.asarray(frame)[None], jnp.asarray([prev]), jnp.asarray([not moves]),
-                               jnp.asarray(legal)[None]))
+                               jnp.asarray(legal)[None], *state))
             walk(moves + [a], seat, prob, out)
         else:
             opt = np.flatnonzero(sol.optimal[board])
@@ -89,7 +98,8 @@ def exact_outcomes(run, checkpoint: str = "latest") -> dict:
                 walk(moves + [int(m)], seat, prob / len(opt), out)
 
     result = {"updates": int(meta["counters"]["updates"]), "checkpoint": meta["path"],
-              "env": cfg.env.name, "test_planner": f"{cfg.test_planner.kind} {cfg.test_planner.num_simulations}"}
+              "env": cfg.env.name, "test_planner": f"{cfg.test_planner.kind} {cfg.test_planner.num_simulations}"
+              + (" on the simulator (AlphaZero mode)" if simulator else "")}
     for seat, name in ((0, "first"), (1, "second")):
         out = {"win": 0.0, "draw": 0.0, "loss": 0.0, "lines": []}
         walk([], seat, 1.0, out)

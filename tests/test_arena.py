@@ -177,3 +177,87 @@ def test_gated_match_stops_when_decided(tmp_path):
     with pytest.raises(ConfigError, match="never enter a rating pool"):
         run_match("random", "random", game="pgx:tic_tac_toe", pool_file=str(tmp_path / "p.jsonl"),
                   gate={"method": "fixed", "threshold": 0.55})
+
+
+def test_alpha_beta_plays_exactly_and_sees_its_horizon():
+    """Full-depth alpha-beta never loses a tic-tac-toe game and draws perfect play; at depth 1 it takes a
+    connect-four win, at depth 2 it blocks one, and it picks at random among equal moves."""
+    pool = make_pool("pgx:tic_tac_toe", 8, seed=0)
+    try:
+        ab, perfect = make_player("ab", "pgx:tic_tac_toe", seed=1), make_player("perfect", "pgx:tic_tac_toe", seed=2)
+        assert ab.spec.id == "ab"
+        records, _ = play_match(ab, perfect, pool, 4, 0, seed=0)  # random openings may already be lost
+        assert [r.score_a for r in records] == [0.5] * 8
+        records, _ = play_match(ab, RandomPlayer(3), pool, 4, 0, seed=1)
+        assert min(r.score_a for r in records) >= 0.5
+    finally:
+        pool.close()
+    c4 = make_pool("pgx:connect_four", 1, seed=0)
+    try:
+        ts = c4.reset(0)
+        players = [make_player("ab-1", "pgx:connect_four", seed=s) for s in range(2)] + [
+            make_player("ab-2", "pgx:connect_four", seed=5)]
+        for p in players:
+            p.reset(ts)
+        for a in (0, 1, 0, 1, 0):  # X stacks column 0 three times; O (to move) must block at 0
+            ts = c4.step(np.array([a], np.int32))
+            for p in players:
+                p.observe(ts, np.array([a], np.int32))
+        assert int(players[2].act(ts, np.array([True]))[0]) == 0  # ab-2 sees X's threat
+        ts = c4.step(np.array([1], np.int32))  # O does not block: X wins at 0
+        for p in players:
+            p.observe(ts, np.array([1], np.int32))
+        assert {int(p.act(ts, np.array([True]))[0]) for p in players} == {0}
+        # From the start, every move is worth 0 to depth 1: the choice is random, not the first index.
+        first = c4.reset(1)
+        fresh = make_player("ab-1", "pgx:connect_four", seed=9)
+        fresh.reset(first)
+        assert len({int(fresh.act(first, np.array([True]))[0]) for _ in range(20)}) > 1
+    finally:
+        c4.close()
+    with pytest.raises(ConfigError, match="ab-D needs"):
+        make_player("ab-x", "pgx:connect_four")
+
+
+class _Terminal:
+    """A scripted person: a bad move, asks for the legal moves, then plays the first of them."""
+
+    def __init__(self, quit_after: int | None = None):
+        self.lines, self.calls, self.quit_after = [], 0, quit_after
+
+    def write(self, text):
+        self.lines.append(text)
+
+    def flush(self):
+        pass
+
+    def readline(self):
+        self.calls += 1
+        self.lines.append("\n")  # a terminal echoes the typed line
+        if self.quit_after is not None and self.calls > self.quit_after:
+            return "quit\n"
+        step = self.calls % 3
+        if step == 1:
+            return "zz\n"
+        if step == 2:
+            return "legal\n"
+        listed = [t for t in "".join(self.lines).splitlines() if t.startswith("legal:")][-1]
+        return listed.split()[1] + "\n"
+
+
+def test_a_person_plays_in_the_arena():
+    from moozi.eval.players import HumanPlayer
+
+    term = _Terminal()
+    pool = make_pool("pgx:tic_tac_toe", 2, seed=0)
+    try:
+        human = HumanPlayer("pgx:tic_tac_toe", stdin=term, out=term)
+        records, _ = play_match(human, RandomPlayer(1), pool, 1, 0, seed=0)
+        assert len(records) == 2 and human.spec.id == "human"
+        text = "".join(term.lines)
+        assert "names no move" in text and "legal: x(0,0)" in text and "game 0" in text
+        quitter = _Terminal(quit_after=1)
+        with pytest.raises(KeyboardInterrupt):
+            play_match(HumanPlayer("pgx:tic_tac_toe", stdin=quitter, out=quitter), RandomPlayer(1), pool, 1, 0, 0)
+    finally:
+        pool.close()

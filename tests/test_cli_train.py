@@ -141,9 +141,19 @@ def test_tournaments_during_training(ttt_run, tmp_path, capsys):
     argv = ["train", "--preset", "tictactoe", "--run-dir", str(run), "--minutes", "0.4", *TINY,
             "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.05",
             "tournament.every_checkpoints=1", "tournament.pairs=2", "tournament.anchors=[random, perfect]",
-            "tournament.max_share=0.9"]
+            "tournament.max_share=0.9", "gating.every_checkpoints=1", "gating.method=fixed", "gating.max_pairs=2",
+            "gating.threshold=0.0", "gating.max_share=0.9"]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    # Gating (threshold 0: every gate accepts): best follows the gated checkpoints; its games stay out of ratings.
+    gated = [r for r in rows if "gate/accepted" in r]
+    best = list_checkpoints(run / "checkpoints" / "best")
+    assert gated and all(r["gate/accepted"] == 1.0 and r["gate/pairs"] == 2 for r in gated)
+    assert best and best[-1].step == int(gated[-1]["gate/best_updates"])
+    assert list((run / "gating").glob("*-vs-*.jsonl"))
+    pool_games = len((run / "ratings" / "games.jsonl").read_text().splitlines())
+    tournament_games = sum(len(f.read_text().splitlines()) - 1 for f in (run / "ratings" / "matches").glob("*.jsonl"))
+    assert pool_games == tournament_games
     rated = [r for r in rows if "rating/latest" in r]
     assert rated and all(r["rating/latest_low"] <= r["rating/latest"] <= r["rating/latest_high"] for r in rated)
     assert "rating/score_vs/random" in rated[0] and "rating/score_vs/perfect" in rated[0]

@@ -419,10 +419,12 @@ def build_parser() -> argparse.ArgumentParser:
     match = sub.add_parser(
         "match", help="play two players against each other in pairs of games; W/D/L, score and Elo with intervals",
         description="Play PAIRS pairs of games between A and B: each pair starts from the same seeded random "
-                    "opening and the players swap seats. Players: random, perfect (tic-tac-toe), os-mcts-N "
-                    "(OpenSpiel MCTS, N simulations, random rollouts), RUN[@CKPT] (a trained run's search), "
-                    "prior:RUN[@CKPT] (its prior only); options after commas: eps=P (any player), sims=N and "
-                    "temp=T (runs), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
+                    "opening and the players swap seats. Players: random, perfect (tic-tac-toe), ab / ab-D "
+                    "(OpenSpiel alpha-beta, whole game / D plies), os-mcts-N (OpenSpiel MCTS, N simulations, "
+                    "random rollouts), mcts-N (rollout MCTS on the real game), RUN[@CKPT] (a trained run's "
+                    "search), prior:RUN[@CKPT] (its prior only), az:RUN[@CKPT] (its network searching the real "
+                    "game), human (you, at the terminal), gtp:COMMAND; options after commas: eps=P (any player), "
+                    "sims=N, ms=T and temp=T (runs), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
                     "`moozi match runs/c4@best os-mcts-100 --pairs 100`.")
     match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
     match.add_argument("b", metavar="B", help="player B")

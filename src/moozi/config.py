@@ -260,6 +260,8 @@ __all__ = [
     "ScheduleConfig",
     "TestingConfig",
     "OutputConfig",
+    "TournamentConfig",
+    "GatingConfig",
     "Config",
     "from_dict",
     "to_dict",
@@ -670,6 +672,65 @@ class TournamentConfig:
 
 
 @dataclass(frozen=True)
+class GatingConfig:
+    """Gating during training (two-player games; off by default, as MuZero updates continuously): the
+    newest checkpoint plays the current ``best`` and replaces it only when a test says it is stronger.
+
+    every_checkpoints: after every this-many periodic checkpoints, gate the
+      newest one (0: never). With gating on, ``checkpoints/best`` is the
+      best-gated params (the first checkpoint starts it) instead of the best
+      by test returns (``testing.keep_best``).
+    method: ``"sprt"`` (stop as soon as H0 or H1 is accepted),
+      ``"hoeffding"`` (a sample sized from ``margin`` and ``alpha``) or
+      ``"fixed"`` (``max_pairs`` pairs, accept at ``threshold``), as ``moozi match --gate``.
+    elo0 / elo1 / alpha / beta: the SPRT's hypotheses (Elo of new minus best)
+      and error rates; ``alpha`` is also Hoeffding's delta.
+    margin: Hoeffding's margin; threshold: the fixed score to reach.
+    max_pairs: the most pairs a gate plays (an undecided SPRT keeps the best).
+    opening_plies: random plies opening each pair.
+    max_share: gating is skipped while it has taken more than this share of the run's wall clock.
+
+    Gating games are never added to the rating pool (a stopping rule chose them).
+    """
+
+    every_checkpoints: int = 0
+    method: Literal["sprt", "hoeffding", "fixed"] = "sprt"
+    elo0: float = 0.0
+    elo1: float = 50.0
+    alpha: float = 0.05
+    beta: float = 0.05
+    margin: float = 0.1
+    threshold: float = 0.55
+    max_pairs: int = 200
+    opening_plies: int = 2
+    max_share: float = 0.2
+
+    def __post_init__(self):
+        o = "gating"
+        _nonneg_int(o, "every_checkpoints", self.every_checkpoints)
+        _choice(o, "method", self.method, ("sprt", "hoeffding", "fixed"))
+        _number_in(o, "alpha", self.alpha, 0.0, 0.5, lo_open=True, hi_open=True)
+        _number_in(o, "beta", self.beta, 0.0, 0.5, lo_open=True, hi_open=True)
+        _number_in(o, "margin", self.margin, 0.0, 0.5, lo_open=True, hi_open=True)
+        _number_in(o, "threshold", self.threshold, 0.0, 1.0)
+        _number_in(o, "elo0", self.elo0, -1000.0, 1000.0)
+        _number_in(o, "elo1", self.elo1, -1000.0, 1000.0)
+        if not self.elo1 > self.elo0:
+            _fail(o, "elo1", self.elo1, f"a number above elo0 = {self.elo0}")
+        _positive_int(o, "max_pairs", self.max_pairs)
+        _nonneg_int(o, "opening_plies", self.opening_plies)
+        _number_in(o, "max_share", self.max_share, 0.0, 1.0, lo_open=True)
+
+    def gate(self) -> dict:
+        """The gate as :func:`moozi.eval.arena.play_gated` takes it."""
+        if self.method == "sprt":
+            return {"method": "sprt", "elo0": self.elo0, "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta}
+        if self.method == "hoeffding":
+            return {"method": "hoeffding", "margin": self.margin, "delta": self.alpha}
+        return {"method": "fixed", "threshold": self.threshold}
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole training run. ``test_planner`` is the testing worker's planner (thesis Table 5.1)."""
 
@@ -689,6 +750,7 @@ class Config:
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
     reanalyze: ReanalyzeConfig = dataclasses.field(default_factory=ReanalyzeConfig)
     tournament: TournamentConfig = dataclasses.field(default_factory=TournamentConfig)
+    gating: GatingConfig = dataclasses.field(default_factory=GatingConfig)
 
     def __post_init__(self):
         if self.model.dynamics == "simulator":
@@ -770,6 +832,7 @@ _SECTIONS = {
     "distributed": DistributedConfig,
     "reanalyze": ReanalyzeConfig,
     "tournament": TournamentConfig,
+    "gating": GatingConfig,
 }
 
 

@@ -9,7 +9,7 @@ import yaml
 from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints, load_checkpoint, load_latest
 from moozi.config import Config, ConfigError, config_from_dict
 
-BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best)
+BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best), or best-gated
 
 
 def load_run_config(run_dir: Path | str) -> Config:
@@ -34,7 +34,8 @@ def find_checkpoint(run_dir: Path | str, which: str = "latest") -> Path | None:
         found = list_checkpoints(root / BEST_DIR)
         if not found:
             raise CheckpointError(f"{run_dir} has no best checkpoint ({root / BEST_DIR} is empty): it is kept "
-                                  "once the run has testing.best_window tests with testing.keep_best = true")
+                                  "once the run has testing.best_window tests with testing.keep_best = true, or at its first "
+                                  "checkpoint with gating.every_checkpoints > 0")
         return root / BEST_DIR / checkpoint_name(found[-1].step)
     steps = {c.step: root / checkpoint_name(c.step) for c in list_checkpoints(root)}
     if not str(which).isdigit() or int(which) not in steps:

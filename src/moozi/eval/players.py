@@ -21,6 +21,9 @@ Player strings (``moozi match A B``)::
     random                     uniformly random legal moves
     perfect                    tic-tac-toe minimax (uniform among optimal moves)
     os-mcts-N                  OpenSpiel's C++ MCTSBot: N simulations, random rollouts (uct_c 2, solver on)
+    ab / ab-D                  OpenSpiel's alpha-beta: to the end of the game (small games), or D plies deep
+                               with the horizon scored 0 (wins and losses within D plies); random among best
+    human                      a person at the terminal (the board drawn, moves typed; --pairs 1)
     mcts-N                     batched rollout MCTS in JAX on the real simulator (JAX-native games):
                                PUCT without noise, N simulations, random playouts as values, uniform prior
     az:RUN[@CKPT]              AlphaZero mode: the run's network (prior and value) searching the real simulator
@@ -227,23 +230,12 @@ def openspiel_game(game: str, kwargs: dict | None = None):
     return g
 
 
-class OpenSpielMCTSPlayer:
-    """OpenSpiel's C++ ``MCTSBot`` with random rollouts, one OpenSpiel state per game kept in step by the moves."""
+class _OpenSpielStates:
+    """One OpenSpiel state per game of the batch, kept in step by the moves played (the game's twin)."""
 
-    def __init__(self, game: str, simulations: int, seed: int = 0, rollouts: int = 1, uct_c: float = 2.0,
-                 solve: bool = True, kwargs: dict | None = None):
-        import pyspiel
-
-        if simulations < 1 or rollouts < 1:
-            raise ConfigError(f"os-mcts: simulations = {simulations}, rollouts = {rollouts}: allowed integers >= 1")
+    def __init__(self, game: str, kwargs: dict | None = None):
         self.game = openspiel_game(game, kwargs)
         self.name = game
-        settings = [("rollouts", rollouts)] if rollouts != 1 else []
-        settings += [("uct", uct_c)] if uct_c != 2.0 else []
-        settings += [("solve", 0)] if not solve else []
-        self.spec = PlayerSpec(f"os-mcts-{simulations}", tuple(settings))
-        evaluator = pyspiel.RandomRolloutEvaluator(rollouts, seed)
-        self.bot = pyspiel.MCTSBot(self.game, evaluator, uct_c, simulations, 1000, solve, seed, False)
         self.states: list = []
 
     def reset(self, ts) -> None:
@@ -256,15 +248,162 @@ class OpenSpielMCTSPlayer:
             elif not self.states[b].is_terminal():
                 self.states[b].apply_action(int(actions[b]))
 
+    def _state(self, ts, b: int):
+        """Game ``b``'s OpenSpiel state, checked against the game's legal moves."""
+        state = self.states[b]
+        legal = np.flatnonzero(np.asarray(ts.legal_actions[b], bool)).tolist()
+        if sorted(state.legal_actions()) != legal:
+            raise RuntimeError(f"{self.name}: the OpenSpiel twin's legal moves {state.legal_actions()} differ "
+                               f"from the game's {legal} in game {b}")
+        return state
+
+    def close(self) -> None:
+        pass
+
+
+class OpenSpielMCTSPlayer(_OpenSpielStates):
+    """OpenSpiel's C++ ``MCTSBot`` with random rollouts, one OpenSpiel state per game kept in step by the moves."""
+
+    def __init__(self, game: str, simulations: int, seed: int = 0, rollouts: int = 1, uct_c: float = 2.0,
+                 solve: bool = True, kwargs: dict | None = None):
+        import pyspiel
+
+        if simulations < 1 or rollouts < 1:
+            raise ConfigError(f"os-mcts: simulations = {simulations}, rollouts = {rollouts}: allowed integers >= 1")
+        super().__init__(game, kwargs)
+        settings = [("rollouts", rollouts)] if rollouts != 1 else []
+        settings += [("uct", uct_c)] if uct_c != 2.0 else []
+        settings += [("solve", 0)] if not solve else []
+        self.spec = PlayerSpec(f"os-mcts-{simulations}", tuple(settings))
+        evaluator = pyspiel.RandomRolloutEvaluator(rollouts, seed)
+        self.bot = pyspiel.MCTSBot(self.game, evaluator, uct_c, simulations, 1000, solve, seed, False)
+
     def act(self, ts, movers):
-        legal = np.asarray(ts.legal_actions, bool)
         out = np.zeros(len(movers), np.int32)
         for b in np.flatnonzero(movers):
+            out[b] = self.bot.step(self._state(ts, b))
+        return out
+
+
+class AlphaBetaPlayer(_OpenSpielStates):
+    """OpenSpiel's alpha-beta search (``open_spiel.python.algorithms.minimax``) on the game's OpenSpiel form.
+
+    ``depth=None`` searches to the end of the game (exact play; small games
+    such as tic-tac-toe only); a depth D sees every win and loss within D
+    plies and scores the positions at the horizon 0 (a tactical baseline for
+    connect four). Each legal move is searched to its value and one of the
+    best is chosen uniformly at random (a deterministic player would make
+    every game of a match the same); values are cached per position.
+    """
+
+    def __init__(self, game: str, depth: int | None = None, seed: int = 0, kwargs: dict | None = None):
+        import pyspiel
+
+        super().__init__(game, kwargs)
+        info = self.game.get_type()
+        if info.utility != pyspiel.GameType.Utility.ZERO_SUM or self.game.num_players() != 2:
+            raise ConfigError(f"alpha-beta needs a two-player zero-sum game, not {game}")
+        if depth is not None and depth < 1:
+            raise ConfigError(f"alpha-beta depth = {depth}: allowed an integer >= 1 (ab-D), or ab for the whole game")
+        self.depth = depth
+        self.spec = PlayerSpec("ab" if depth is None else f"ab-{depth}")
+        self.rng = np.random.default_rng(seed)
+        self._values: dict = {}
+
+    def _move_values(self, state) -> dict[int, float]:
+        from open_spiel.python.algorithms.minimax import alpha_beta_search
+
+        key = state.history_str()
+        if key not in self._values:
+            me = state.current_player()
+            depth = 10**6 if self.depth is None else self.depth - 1
+            values = {}
+            for a in state.legal_actions():
+                child = state.child(a)
+                if child.is_terminal():
+                    values[a] = child.player_return(me)
+                elif depth == 0:
+                    values[a] = 0.0
+                else:
+                    values[a] = alpha_beta_search(self.game, child, value_function=lambda s: 0.0,
+                                                  maximum_depth=depth, maximizing_player_id=me)[0]
+            self._values[key] = values
+        return self._values[key]
+
+    def act(self, ts, movers):
+        out = np.zeros(len(movers), np.int32)
+        for b in np.flatnonzero(movers):
+            values = self._move_values(self._state(ts, b))
+            best = max(values.values())
+            out[b] = self.rng.choice([a for a, v in values.items() if v >= best - 1e-9])
+        return out
+
+
+class HumanPlayer:
+    """A person at the terminal: each game to move is drawn (the OpenSpiel drawing where the game has one,
+    else its moves so far) and a move is read in the game's notation or as an action index; ``legal``
+    lists the moves, ``quit`` ends the match (nothing is recorded). For a match against a person, play few
+    games at a time: ``moozi match human B --pairs 1``."""
+
+    def __init__(self, game: str, kwargs: dict | None = None, stdin=None, out=None):
+        import sys
+
+        self.spec = PlayerSpec("human")
+        self.name = game
+        try:
+            self.twin = openspiel_game(game, kwargs)
+        except ConfigError:
+            self.twin = None  # no OpenSpiel form: action indices and the move list
+        self.stdin = stdin or sys.stdin
+        self.out = out or sys.stdout
+        self.states: list = []
+        self.moves: list[list[int]] = []
+
+    def reset(self, ts) -> None:
+        b = len(ts.is_first)
+        self.states = [self.twin.new_initial_state() if self.twin else None for _ in range(b)]
+        self.moves = [[] for _ in range(b)]
+
+    def observe(self, ts, actions) -> None:
+        for b, first in enumerate(np.asarray(ts.is_first)):
+            if first:
+                self.states[b] = self.twin.new_initial_state() if self.twin else None
+                self.moves[b] = []
+                continue
+            self.moves[b].append(int(actions[b]))
+            if self.states[b] is not None and not self.states[b].is_terminal():
+                self.states[b].apply_action(int(actions[b]))
+
+    def _say(self, text: str, end: str = "\n") -> None:
+        self.out.write(text + end)
+        self.out.flush()
+
+    def act(self, ts, movers):
+        from moozi.eval.session import IllegalMove, board_text, move_name, parse_move
+
+        out = np.zeros(len(movers), np.int32)
+        for b in np.flatnonzero(movers):
+            legal = np.flatnonzero(np.asarray(ts.legal_actions[b], bool)).tolist()
             state = self.states[b]
-            if sorted(state.legal_actions()) != np.flatnonzero(legal[b]).tolist():
-                raise RuntimeError(f"{self.name}: the OpenSpiel twin's legal moves {state.legal_actions()} differ "
-                                   f"from the game's {np.flatnonzero(legal[b]).tolist()} in game {b}")
-            out[b] = self.bot.step(state)
+            self._say(f"{self.name}, game {b}:\n{board_text(state, self.moves[b])}")
+            while True:
+                self._say(f"your move (e.g. {move_name(state, legal[0])}; legal, quit): ", end="")
+                line = self.stdin.readline()
+                text = line.strip()
+                if not line or text in ("quit", "q", "exit"):
+                    raise KeyboardInterrupt("the person at the terminal quit the match")
+                if text in ("legal", "l"):
+                    self._say("legal: " + " ".join(move_name(state, a) for a in legal))
+                    continue
+                try:
+                    action = parse_move(text, legal, state, len(ts.legal_actions[b]))
+                except IllegalMove as err:
+                    self._say(str(err))
+                    continue
+                if action in legal:
+                    out[b] = action
+                    break
+                self._say(f"{move_name(state, action)} is not legal here")
         return out
 
     def close(self) -> None:
@@ -748,8 +887,8 @@ class GTPPlayer:
         self.procs = []
 
 
-BUILTIN = ("random", "perfect", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]", "az:RUN[@CKPT]",
-           "gtp:COMMAND")
+BUILTIN = ("random", "perfect", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
+           "az:RUN[@CKPT]", "gtp:COMMAND")
 
 
 def parse_player(text: str) -> tuple[str, dict]:
@@ -786,6 +925,15 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
     elif head == "perfect":
         unused()
         player = PerfectPlayer(game, seed)
+    elif head == "human":
+        unused()
+        player = HumanPlayer(game, game_kwargs)
+    elif head == "ab" or head.startswith("ab-"):
+        unused()
+        depth = head[len("ab-"):] if head != "ab" else None
+        if depth is not None and not depth.isdigit():
+            raise ConfigError(f"player {text!r}: ab-D needs a search depth in plies, e.g. ab-6 (or ab: the whole game)")
+        player = AlphaBetaPlayer(game, None if depth is None else int(depth), seed, kwargs=game_kwargs)
     elif head.startswith("os-mcts-"):
         unused(("rollouts", "uct", "solve"))
         n = head[len("os-mcts-"):]

@@ -106,36 +106,15 @@ class GameSession:
 
     # -- notation ----------------------------------------------------------------------------------
     def move_name(self, action: int) -> str:
-        if self._twin_state is not None and not self._twin_state.is_terminal():
-            return self._twin_state.action_to_string(self._twin_state.current_player(), int(action))
-        return str(int(action))
+        return move_name(self._twin_state, action)
 
     def parse_move(self, text: str) -> int:
         """An action from the game's notation (with or without the mover's mark) or an action index."""
-        t = text.strip().lower()
-        legal = self.legal()
-        if self._twin_state is not None and not self._twin_state.is_terminal():
-            names = {}
-            for a in legal + [a for a in range(self.spec.num_actions) if a not in legal]:  # legal ones win ties
-                try:
-                    name = self.move_name(a).lower()
-                except Exception:  # OpenSpiel cannot name every index in every game
-                    continue
-                names[name] = a
-                stripped = name.lstrip("xo")
-                names.setdefault(stripped, a)
-                names.setdefault(stripped.strip("()"), a)
-            if t in names:
-                return names[t]
-        if t.lstrip("-").isdigit():
-            return int(t)
-        raise IllegalMove(f"{text!r} names no move; legal: {' '.join(self.move_name(a) for a in legal)}")
+        return parse_move(text, self.legal(), self._twin_state, self.spec.num_actions)
 
     def board(self) -> str:
         """The position as text (OpenSpiel's drawing where there is one, else the moves so far)."""
-        if self._twin_state is not None:
-            return str(self._twin_state).rstrip()
-        return "moves: " + (" ".join(map(str, self.moves)) or "(none)")
+        return board_text(self._twin_state, self.moves)
 
     def analyze(self) -> dict | None:
         """The player's search at this position, without playing (players that can explain themselves)."""
@@ -145,3 +124,38 @@ class GameSession:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def move_name(twin_state, action: int) -> str:
+    """``action`` in the game's notation (``twin_state``: its OpenSpiel state, or None: the index)."""
+    if twin_state is not None and not twin_state.is_terminal():
+        return twin_state.action_to_string(twin_state.current_player(), int(action))
+    return str(int(action))
+
+
+def parse_move(text: str, legal: list[int], twin_state, num_actions: int) -> int:
+    """An action from the game's notation (with or without the mover's mark) or an action index."""
+    t = text.strip().lower()
+    if twin_state is not None and not twin_state.is_terminal():
+        names = {}
+        for a in legal + [a for a in range(num_actions) if a not in legal]:  # legal ones win ties
+            try:
+                name = move_name(twin_state, a).lower()
+            except Exception:  # OpenSpiel cannot name every index in every game
+                continue
+            names[name] = a
+            stripped = name.lstrip("xo")
+            names.setdefault(stripped, a)
+            names.setdefault(stripped.strip("()"), a)
+        if t in names:
+            return names[t]
+    if t.lstrip("-").isdigit():
+        return int(t)
+    raise IllegalMove(f"{text!r} names no move; legal: {' '.join(move_name(twin_state, a) for a in legal)}")
+
+
+def board_text(twin_state, moves: list[int]) -> str:
+    """The position as text: OpenSpiel's drawing where there is one, else the moves so far."""
+    if twin_state is not None:
+        return str(twin_state).rstrip()
+    return "moves: " + (" ".join(map(str, moves)) or "(none)")

@@ -11,6 +11,10 @@ as metrics: ``rating/latest`` with ``rating/latest_low`` / ``_high`` (95%),
 ``rating/score_vs/<anchor>`` and ``rating/score_vs/previous_<k>`` (the k-th newest earlier checkpoint),
 ``tournament/seconds``; ``moozi ratings RUN``
 prints the whole table.
+
+With gating on (``gating.every_checkpoints``), :func:`gate_checkpoint` plays
+the newest checkpoint against ``RUN@best`` until the gate decides; the
+driver copies an accepted checkpoint to ``best``.
 """
 
 from __future__ import annotations
@@ -51,3 +55,14 @@ def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentCon
     out.update({"rating/latest": mine["rating"], "rating/latest_low": mine["low"], "rating/latest_high": mine["high"],
                 "rating/pool_games": float(table["games"]), "tournament/seconds": time.perf_counter() - t0})
     return out
+
+
+def gate_checkpoint(run_dir, updates: int, best_updates: int, cfg, seed: int) -> dict:
+    """The newest checkpoint (``updates``) against the current best (``best_updates``) with ``cfg``'s gate
+    (a :class:`~moozi.config.GatingConfig`); the match summary with its ``gate`` result. The games are
+    recorded under ``RUN/gating/`` and never enter the rating pool."""
+    from moozi.eval.arena import run_match
+
+    records = Path(run_dir) / "gating" / f"{updates}-vs-{best_updates}.jsonl"
+    return run_match(f"{run_dir}@{updates}", f"{run_dir}@best", pairs=cfg.max_pairs, opening_plies=cfg.opening_plies,
+                     seed=seed, records=str(records), gate=cfg.gate())
