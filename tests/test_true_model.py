@@ -106,6 +106,14 @@ def test_alphazero_training_run(tmp_path, capsys):
     assert "unroll_steps: 0" in (run / "config.yaml").read_text()
     player = make_player(str(run), "pgx:tic_tac_toe")
     assert player.spec.id.startswith("az:")
+    from moozi.eval.session import GameSession
+
+    session = GameSession("pgx:tic_tac_toe", player)
+    session.play(4)
+    hint = session.analyze()  # moozi play's hint / moozi gtp's moozi-analyze: the simulator search's own view
+    assert len(hint["moves"]) == 8 and abs(sum(m["policy"] for m in hint["moves"]) - 1) < 1e-4
+    assert abs(sum(m["prior"] for m in hint["moves"]) - 1) < 1e-4 and -1 <= hint["value"] <= 1
+    session.close()
     # Boundaries: K = 0 only in AlphaZero mode; the simulator needs a JAX-native game and no reanalyze.
     base = load_preset("tictactoe")
     with pytest.raises(ConfigError, match="unroll_steps = 0"):
