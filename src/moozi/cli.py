@@ -208,14 +208,10 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _match(args: argparse.Namespace) -> int:
     from moozi.eval.arena import run_match
+    from moozi.eval.gating import gate_spec
 
-    gate = None
-    if args.gate == "sprt":
-        gate = {"method": "sprt", "elo0": args.elo0, "elo1": args.elo1, "alpha": args.alpha, "beta": args.beta}
-    elif args.gate == "hoeffding":
-        gate = {"method": "hoeffding", "margin": args.margin, "delta": args.alpha}
-    elif args.gate == "fixed":
-        gate = {"method": "fixed", "threshold": args.threshold}
+    gate = None if not args.gate else gate_spec(args.gate, args.elo0, args.elo1, args.alpha, args.beta,
+                                                 args.margin, args.threshold)
     _log_console()
     result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
                        seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate)

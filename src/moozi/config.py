@@ -723,11 +723,9 @@ class GatingConfig:
 
     def gate(self) -> dict:
         """The gate as :func:`moozi.eval.arena.play_gated` takes it."""
-        if self.method == "sprt":
-            return {"method": "sprt", "elo0": self.elo0, "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta}
-        if self.method == "hoeffding":
-            return {"method": "hoeffding", "margin": self.margin, "delta": self.alpha}
-        return {"method": "fixed", "threshold": self.threshold}
+        from moozi.eval.gating import gate_spec
+
+        return gate_spec(self.method, self.elo0, self.elo1, self.alpha, self.beta, self.margin, self.threshold)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,16 @@ def _compile_timed(player, cache: dict, key, fn, args):
     return cache[key]
 
 
+def _analysis(policy, value, prior, net_value, legal, row: int, simulations: int) -> dict:
+    """A search's view of game ``row`` (``[B, A_env]`` / ``[B]`` arrays): its value, the network's, and per
+    legal move the search policy and the prior, most visited first (``moozi play`` hints, ``moozi-analyze``)."""
+    moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
+             for a in np.flatnonzero(legal[row])]
+    moves.sort(key=lambda m: -m["policy"])
+    return {"value": float(value[row]), "network_value": float(net_value[row]), "simulations": simulations,
+            "moves": moves}
+
+
 class RandomPlayer:
     """Uniformly random legal moves."""
 
@@ -577,11 +587,8 @@ class RunPlayer:
                                                                                   legal))
         if self.mode == "prior":
             policy = prior
-        moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
-                 for a in np.flatnonzero(legal[row])]
-        moves.sort(key=lambda m: -m["policy"])
-        return {"value": float(value[row]) if self.mode == "search" else float(net_value[row]),
-                "network_value": float(net_value[row]), "simulations": self.planner.num_simulations, "moves": moves}
+        return _analysis(policy, value if self.mode == "search" else net_value, prior, net_value, legal, row,
+                         self.planner.num_simulations)
 
     def close(self) -> None:
         pass
@@ -772,11 +779,7 @@ class TrueModelPlayer:
         policy, value, prior, net_value = (np.asarray(x) for x in self._analysis(self.params, key, self.states,
                                                                                   self.history))
         legal = np.asarray(ts.legal_actions, bool)
-        moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
-                 for a in np.flatnonzero(legal[row])]
-        moves.sort(key=lambda m: -m["policy"])
-        return {"value": float(value[row]), "network_value": float(net_value[row]),
-                "simulations": self.planner.num_simulations, "moves": moves}
+        return _analysis(policy, value, prior, net_value, legal, row, self.planner.num_simulations)
 
     def close(self) -> None:
         self.env.close()
