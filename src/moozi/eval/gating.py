@@ -28,10 +28,10 @@ from moozi.eval.stats import hoeffding_games, score_from_elo, sprt_bounds, sprt_
 METHODS = ("sprt", "hoeffding", "fixed")
 
 
-def gate_spec(method: str, elo0: float = 0.0, elo1: float = 50.0, alpha: float = 0.05, beta: float = 0.05,
-              margin: float = 0.05, threshold: float = 0.55) -> dict:
-    """The gate :func:`moozi.eval.arena.play_gated` takes, from the settings ``method`` uses
-    (``moozi match --gate`` and the ``gating`` config section); ``alpha`` is Hoeffding's delta."""
+def gate_spec(method: str, elo0: float, elo1: float, alpha: float, beta: float, margin: float,
+              threshold: float) -> dict:
+    """The gate :func:`moozi.eval.arena.play_gated` takes, from the settings ``method`` uses; ``alpha`` is
+    Hoeffding's delta. No defaults here: ``moozi match --gate`` and the ``gating`` config section own them."""
     if method == "sprt":
         return {"method": "sprt", "elo0": elo0, "elo1": elo1, "alpha": alpha, "beta": beta}
     if method == "hoeffding":
