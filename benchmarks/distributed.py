@@ -7,8 +7,8 @@
     python benchmarks/distributed.py acting --preset breakout --seconds 60
         acting only (no learner): W=1 versus W=2 Ray training workers, one CPU each.
     python benchmarks/distributed.py startup
-        a CartPole Ray run: seconds from the command to the first update, and Ray
-        processes left after it exits.
+        a CartPole Ray run: seconds from the command to the first update (the
+        compile cache off, cold, then warm), and Ray processes left after it exits.
 
 Every mode prints JSON lines; ``--markdown`` adds a table for docs/results.
 """
@@ -157,16 +157,27 @@ def acting(args) -> list[dict]:
 
 
 def startup(args) -> list[dict]:
-    run = Path(tempfile.mkdtemp(prefix="moozi-start-")) / "run"
-    t0, _ = _train("cartpole", run, 0.5, ["--backend", "ray", "output.log_every_epochs=1",
-                                          "schedule.min_replay_steps=256"])
-    rows = read_metrics(run)
-    first = next(r for r in rows if r.get("updates", 0) > 0)
-    time.sleep(1.0)
-    left = subprocess.run(["pgrep", "-f", str(run)], capture_output=True, text=True).stdout.split()
-    r = {"mode": "startup", "seconds_to_first_update": first["wall_time"] - t0, "ray_processes_left": len(left)}
-    print(json.dumps(r), flush=True)
-    return [r]
+    """Seconds from the command to the first update: with the compile cache off, then cold (a new, empty
+    cache folder) and warm (the runs after it, as every later run of a user)."""
+    import os
+
+    cache = Path(tempfile.mkdtemp(prefix="moozi-start-xla-"))
+    results = []
+    for label in ["off", "cold"] + ["warm"] * max(args.repeats - 1, 1):
+        os.environ["MOOZI_COMPILE_CACHE"] = "off" if label == "off" else str(cache)
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+        run = Path(tempfile.mkdtemp(prefix="moozi-start-")) / "run"
+        t0, _ = _train("cartpole", run, 0.5, ["--backend", "ray", "output.log_every_epochs=1",
+                                              "schedule.min_replay_steps=256"])
+        rows = read_metrics(run)
+        first = next(r for r in rows if r.get("updates", 0) > 0)
+        time.sleep(1.0)
+        left = subprocess.run(["pgrep", "-f", str(run)], capture_output=True, text=True).stdout.split()
+        r = {"mode": "startup", "compile_cache": label, "seconds_to_first_update": first["wall_time"] - t0,
+             "ray_processes_left": len(left)}
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    return results
 
 
 def main() -> int:
@@ -176,6 +187,7 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=4.0)
     p.add_argument("--warmup", type=float, default=90.0, help="seconds of each run left out (start-up, compiles)")
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--repeats", type=int, default=3, help="startup: runs with the compile cache on (the first cold)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--learner-cpus", type=float, default=1.0)
     p.add_argument("--worker-cpus", type=float, default=1.0)

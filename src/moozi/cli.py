@@ -11,6 +11,9 @@ import errno
 import json
 import sys
 
+# Commands that compile nothing, so need not import JAX to point it at the compile cache.
+_NO_COMPILE = ("presets", "envs", "report")
+
 # Disk problems a user fixes (read-only, full, no permission, quota): one line, no traceback.
 _DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EDQUOT}
 
@@ -645,6 +648,10 @@ def main(argv: list[str] | None = None) -> int:
     propagate = logger.propagate
     restore_sigint = _catch_sigint()
     try:
+        if args.command not in _NO_COMPILE:
+            from moozi import compile_cache
+
+            compile_cache.enable()
         return args.func(args)
     except KeyboardInterrupt:
         print("moozi: interrupted", file=sys.stderr)

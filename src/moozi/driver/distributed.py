@@ -26,6 +26,7 @@ from pathlib import Path
 
 import ray
 
+from moozi import compile_cache
 from moozi.driver.backend import DEFAULT_RESOURCES, Resources, WorkerDied
 
 log = logging.getLogger("moozi")
@@ -57,6 +58,7 @@ class _Host:
     def __init__(self, pin, factory, *args):
         if pin is not None:
             _pin(*pin)  # before the component imports JAX and XLA sizes its thread pool
+        compile_cache.enable()  # this node's cache: the run's later processes load what the first compiled
         self.obj = factory(*args)
 
     def call(self, method: str, *args):
@@ -78,7 +80,8 @@ class RayHandle:
 def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
     """Environment variables that keep a worker's BLAS threads within its CPUs (XLA's: :func:`_pin`)."""
     n = max(int(cpus), 1)
-    env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}
+    env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n),
+           **compile_cache.forward_env()}
     if gpus == 0:
         env["JAX_PLATFORMS"] = "cpu"
     return env

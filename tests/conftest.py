@@ -1,0 +1,16 @@
+"""Test session setup: one compile cache for the whole suite.
+
+Every test process (the pytest workers and the ``moozi`` subprocesses the CLI
+tests start) shares one on-disk XLA compile cache under ``.pytest_cache``, so
+a program compiled by one test is loaded by the next that builds the same one,
+and the user's own cache (``~/.cache/moozi``) is never written by tests. Set
+before any test module imports JAX, which reads the variable at import.
+"""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "moozi-xla"))
+# A size makes JAX lock the folder while it writes, so two pytest workers never read a half-written program.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 * 1024**3))
