@@ -12,5 +12,7 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "moozi-xla"))
+# Keep the many programs that compile in 0.1-1 s too (JAX keeps only >= 1 s ones by default).
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 # A size makes JAX lock the folder while it writes, so two pytest workers never read a half-written program.
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 * 1024**3))
