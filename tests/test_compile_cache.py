@@ -19,6 +19,10 @@ def test_where_the_cache_lives():
     env = {"MOOZI_COMPILE_CACHE": "/a", "JAX_COMPILATION_CACHE_DIR": "/b", "HOME": "/h"}
     assert compile_cache.forward_env(env) == {"MOOZI_COMPILE_CACHE": "/a", "JAX_COMPILATION_CACHE_DIR": "/b"}
     assert compile_cache.forward_env({}) == {}
+    # a relative folder is the driver's: resolved before it travels to a worker with another cwd
+    assert compile_cache.cache_dir({"MOOZI_COMPILE_CACHE": "rel"}) == str(Path.cwd() / "rel")
+    assert compile_cache.forward_env({"MOOZI_COMPILE_CACHE": "rel"}) == {"MOOZI_COMPILE_CACHE": str(Path.cwd() / "rel")}
+    assert compile_cache.forward_env({"MOOZI_COMPILE_CACHE": "off"}) == {"MOOZI_COMPILE_CACHE": "off"}
 
 
 def _demo(env: dict) -> subprocess.CompletedProcess:

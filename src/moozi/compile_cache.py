@@ -35,7 +35,7 @@ def cache_dir(environ=None) -> str | None:
     env = os.environ if environ is None else environ
     if ENV in env:
         value = env[ENV].strip()
-        return None if value.lower() in _OFF else str(Path(value).expanduser())
+        return None if value.lower() in _OFF else str(Path(value).expanduser().absolute())
     base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
     return str(Path(base) / "moozi" / "xla")
 
@@ -74,4 +74,7 @@ def enable() -> str | None:
 def forward_env(environ=None) -> dict[str, str]:
     """The variables that carry this process's cache choice to another (a Ray worker on any node)."""
     env = os.environ if environ is None else environ
-    return {k: env[k] for k in (ENV, "JAX_COMPILATION_CACHE_DIR") if k in env}
+    out = {k: env[k] for k in (ENV, "JAX_COMPILATION_CACHE_DIR") if k in env}
+    if out.get(ENV) and cache_dir(env) is not None:  # a relative folder means the driver's, not the worker's cwd
+        out[ENV] = cache_dir(env)
+    return out
