@@ -80,13 +80,9 @@ TRANSFORMS = ("phi", "identity")
 
 
 def outside_support(x, support_size: int, transform: str = "phi"):
-    """``[...]`` bool: scalars beyond what the categorical support represents (their targets get clipped).
-
-    Beyond by more than a hundredth of a percent: a bootstrapped board-game value of 1.0000001
-    (float32 rounding of a search value at the edge) is not a misconfigured support.
-    """
+    """``[...]`` bool: scalars beyond what the categorical support represents (their targets get clipped)."""
     y = x if transform == "identity" else phi(x)
-    return jnp.abs(y) > support_size * (1.0 + 1e-4)
+    return jnp.abs(y) > support_size
 
 
 def max_representable(support_size: int, transform: str = "phi") -> float:
