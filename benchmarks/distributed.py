@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -159,8 +160,6 @@ def acting(args) -> list[dict]:
 def startup(args) -> list[dict]:
     """Seconds from the command to the first update: with the compile cache off, then cold (a new, empty
     cache folder) and warm (the runs after it, as every later run of a user)."""
-    import os
-
     cache = Path(tempfile.mkdtemp(prefix="moozi-start-xla-"))
     results = []
     for label in ["off", "cold"] + ["warm"] * max(args.repeats - 1, 1):

@@ -62,12 +62,7 @@ def enable() -> str | None:
     jax.config.update("jax_compilation_cache_dir", path)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
-    try:  # JAX locks the folder with it to evict past the size; without it the cache is unbounded
-        import filelock  # noqa: F401
-
-        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
-    except ImportError:
-        log.warning("compile cache %s is unbounded: install filelock to bound it", path)
+    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)  # evicting past it needs filelock (a dependency)
     return path
 
 
@@ -75,6 +70,6 @@ def forward_env(environ=None) -> dict[str, str]:
     """The variables that carry this process's cache choice to another (a Ray worker on any node)."""
     env = os.environ if environ is None else environ
     out = {k: env[k] for k in (ENV, "JAX_COMPILATION_CACHE_DIR") if k in env}
-    if out.get(ENV) and cache_dir(env) is not None:  # a relative folder means the driver's, not the worker's cwd
-        out[ENV] = cache_dir(env)
+    if ENV in out:  # resolved: a relative folder means the driver's, not the worker's cwd
+        out[ENV] = cache_dir(env) or "off"
     return out
