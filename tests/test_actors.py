@@ -152,6 +152,9 @@ def test_segments_assemble_into_whole_episodes(games):
         assert traj.rewards[0] == 0 and bool(traj.is_terminal)
         np.testing.assert_array_equal(traj.to_play[1:], 1 - traj.to_play[:-1])  # turns alternate
         np.testing.assert_allclose(traj.root_policies[:-1].sum(-1), 1.0, atol=1e-5)
+        # legal masks (kept for reanalyze): 9 - i free squares at move i, the move played among them
+        np.testing.assert_array_equal(traj.legal_actions.sum(-1), np.r_[9 - np.arange(n - 1), 0])
+        assert traj.legal_actions[np.arange(n - 1), traj.actions[:-1] - 1].all()
     total = sum(int(ep.trajectory.last) + 1 for ep in episodes) + actor.assembler.pending_steps()
     assert total == 4 * 7 * B
 
@@ -172,6 +175,17 @@ def test_actor_state_round_trips(games):
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x.trajectory.actions, y.trajectory.actions)
         np.testing.assert_array_equal(x.trajectory.root_policies, y.trajectory.root_policies)
+        np.testing.assert_array_equal(x.trajectory.legal_actions, y.trajectory.legal_actions)
+    # A state saved before legal masks were kept: its unfinished steps count every move as legal.
+    for pending in (v for k, v in state["assembler"].items() if k.isdigit() and v):
+        del pending["legal"]
+    old = DeviceActor(env, model, _policy(env, "puct"), B, 5, jax.random.key(9), acting=ActingConfig())
+    old.set_params(0, params)
+    old.load_state_dict(state)
+    c = old.run()[0]
+    assert [x.trajectory.actions.tolist() for x in c] == [x.trajectory.actions.tolist() for x in a]
+    extra = [int(x.trajectory.legal_actions.sum() - y.trajectory.legal_actions.sum()) for x, y in zip(c, a)]
+    assert min(extra) >= 0 and max(extra) > 0  # occupied squares of the saved steps now count as legal
 
 
 def test_no_exploration_after_explore_moves_is_greedy(games):

@@ -210,12 +210,46 @@ def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path):
     assert any("reanalyze/positions_per_s" in r and "reanalyze/kl" in r for r in rows)
 
 
-def test_reanalyze_is_refused_for_two_player_games(tmp_path):
-    from moozi.config import ConfigError
+def test_two_player_reanalyze_searches_only_the_legal_moves(tmp_path):
+    """Tic-tac-toe: the stored legal masks make the re-search with the acting params (no noise) reproduce the
+    stored p* and v*, with no mass on occupied squares; without the masks it would differ. A run with
+    reanalyze then goes through the local schedule."""
+    from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
 
-    cfg = config_from_dict(apply_overrides(load_preset("tictactoe"), TINY + ["reanalyze.fraction=0.5"]))
-    with pytest.raises(ConfigError, match="not supported for two-player games"):
-        Trainer(cfg, tmp_path / "run")
+    overrides = TINY + ["planner.dirichlet_fraction=0.0", "acting.steps_per_epoch=12", "reanalyze.envs=4",
+                        "replay.capacity=200"]
+    cfg = config_from_dict(apply_overrides(load_preset("tictactoe"), overrides))
+    learner, actor = LearnerHost(to_dict(cfg), str(tmp_path / "parts")), ActingHost(to_dict(cfg), "train")
+    # a few updates first: an untrained network's priors are uniform and the search breaks ties at random
+    learner.add_episodes(actor.run(learner.params())[0])
+    learner.train(4, 8)
+    pub = learner.publish()
+    learner.add_episodes(actor.run(pub)[0])
+    replay = learner.learner.replay
+    tids = [int(t) for t in replay.trajectory_ids() if learner.learner._traj_version[int(t)] == pub["version"]]
+    stored = [replay.get_trajectory(t) for t in tids]
+    assert tids and not all(tr.legal_actions[: int(tr.last)].all() for tr in stored)
+    reanalyzer = ReanalyzeHost(to_dict(cfg))
+    _, fresh, _ = reanalyzer.reanalyze(pub, {"stamp": 0, "ids": tids, "trajectories": stored})
+    for ep, old in zip(fresh, stored):
+        acted = slice(0, int(old.last))
+        np.testing.assert_allclose(ep.trajectory.root_values[acted], old.root_values[acted], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=1e-4)
+        illegal = ~old.legal_actions[acted]
+        assert np.all(ep.trajectory.root_policies[acted][:, 1:][illegal] == 0)  # column 0: the dummy action
+    unmasked = [tr.replace(legal_actions=None) for tr in stored]
+    _, blind, _ = reanalyzer.reanalyze(pub, {"stamp": 0, "ids": tids, "trajectories": unmasked})
+    assert any(not np.allclose(b.trajectory.root_policies[: int(o.last)], o.root_policies[: int(o.last)], atol=1e-4)
+               for b, o in zip(blind, stored))
+
+    run = config_from_dict(apply_overrides(load_preset("tictactoe"), TINY + [
+        "schedule.max_env_steps=96", "reanalyze.fraction=0.5", "reanalyze.positions_per_call=16", "reanalyze.envs=2"]))
+    trainer = Trainer(run, tmp_path / "run")
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    assert counters["reanalyzed_positions"] > 0
 
 
 # --- Ray ---------------------------------------------------------------------------------

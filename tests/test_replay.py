@@ -515,3 +515,30 @@ def test_random_move_flags_are_stored_checkpointed_and_cut_targets():
     restored = buffer(capacity=40, sample_last_step=True)
     restored.load_state_dict(state)
     np.testing.assert_array_equal(restored.get_trajectory(tid).random_actions, flagged.random_actions)
+
+
+def test_legal_masks_are_stored_checkpointed_and_default_to_all_legal():
+    buf = buffer(capacity=40)
+    masked = make_traj(5, seed=5, two_player=True)
+    legal = np.array([[1, 1], [0, 1], [1, 0], [0, 1], [0, 0]], bool)  # A_env = 2; nothing legal at the last step
+    masked = masked.replace(actions=np.array([1, 2, 1, 2, 0], np.int32), legal_actions=legal)
+    tid = add(buf, masked)
+    plain = add(buf, make_traj(4, seed=6))
+    np.testing.assert_array_equal(buf.get_trajectory(tid).legal_actions, legal)
+    # not recorded: every move legal but at the last step
+    np.testing.assert_array_equal(buf.get_trajectory(plain).legal_actions, [[1, 1], [1, 1], [1, 1], [0, 0]])
+    with pytest.raises(ReplayError, match=r"legal_actions must have shape \[S, A_env\] = \(5, 2\)"):
+        buf.add(masked.replace(legal_actions=np.ones((5, 3), bool)))
+    state = buf.state_dict()
+    restored = buffer(capacity=40)
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.get_trajectory(tid).legal_actions, legal)
+    # A checkpoint written before masks were kept (replay state version 2) resumes with every move legal.
+    old = {k: v for k, v in state.items() if k != "legal_actions"}
+    old["version"] = 2
+    from_v2 = buffer(capacity=40)
+    from_v2.load_state_dict(old)
+    np.testing.assert_array_equal(from_v2.get_trajectory(tid).legal_actions, [[1, 1]] * 4 + [[0, 0]])
+    np.testing.assert_array_equal(from_v2.get_trajectory(plain).frames, buf.get_trajectory(plain).frames)
+    with pytest.raises(ReplayError, match="versions 2 and 3"):
+        buffer(capacity=40).load_state_dict(dict(state, version=1))

@@ -91,6 +91,9 @@ class Trajectory:
         (not the search's choice): value targets of earlier steps stop at i and
         bootstrap from v*_i instead of crediting that move's outcome. ``None``
         (the default) means no step was random.
+      legal_actions: ``[S, A_env]`` bool legal mask of each step over
+        *environment* actions (reanalyze re-searches only legal moves).
+        ``None`` means not recorded: every move legal on non-last steps.
     """
 
     frames: Array
@@ -103,6 +106,7 @@ class Trajectory:
     last: Array
     is_terminal: Array
     random_actions: Array | None = None
+    legal_actions: Array | None = None
 
 
 @struct.dataclass

@@ -124,10 +124,6 @@ class Trainer:
         if config.reanalyze.fraction > 0:
             if config.distributed.reanalyze_workers < 1:
                 raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
-            if self.spec.two_player:
-                raise ConfigError(f"reanalyze.fraction > 0 is not supported for two-player games ({self.spec.name}): "
-                                  "stored episodes do not keep legal-move masks yet, so a re-search would consider "
-                                  "illegal moves. Set reanalyze.fraction = 0")
         if config.tournament.every_checkpoints and not self.spec.two_player:
             raise ConfigError(f"tournament.every_checkpoints > 0 needs a two-player game; {self.spec.name} is "
                               "single-player (its test return is its rating). Set tournament.every_checkpoints = 0")

@@ -29,11 +29,11 @@ What a replayed step holds (stored index ``i`` of a trajectory ``tr``):
   the first step whatever is stored there), ``is_first = i == tr.first``,
   ``is_last = i == tr.last``, ``is_terminal = is_last and tr.is_terminal``,
   ``to_play = tr.to_play[i]``.
-* ``legal_actions``: trajectories do not store legal masks, so by default the
-  mask is all True on every non-last step and all False on last steps. Pass
-  ``legal_actions=`` to :meth:`ReplayEnvPool.add` (``[S, num_actions]`` bool
-  per trajectory) to replay real masks; their last-step row is ignored (a last
-  step has no legal action).
+* ``legal_actions``: the trajectory's own ``legal_actions`` (recorded by
+  actors and kept by the replay buffer), or the ``legal_actions=`` given to
+  :meth:`ReplayEnvPool.add` (``[S, num_actions]`` bool per trajectory), which
+  wins; with neither, all True on every non-last step. The last-step row is
+  ignored (a last step has no legal action: all False).
 
 Actions given to :meth:`ReplayEnvPool.step` are ignored (only their shape is
 checked): the stored game goes on whatever is played. ``stored_action [B]``
@@ -137,7 +137,8 @@ class ReplayEnvPool:
             JAX arrays.
           legal_actions: optional legal masks, one ``[S, num_actions]`` bool
             array per trajectory (a sequence, or one ``[N, S, num_actions]``
-            array); default: all legal on non-last steps.
+            array); default: each trajectory's own ``legal_actions``, or all
+            legal on non-last steps where it has none.
           ids: optional ids reported in ``slot_trajectory_id`` (non-negative
             ints, e.g. replay-buffer indices); default: a running count from 0.
         """
@@ -152,7 +153,8 @@ class ReplayEnvPool:
         stored = []
         for k, tr in enumerate(trs):
             tid = ids[k] if ids is not None else self._next_id + k
-            stored.append(self._check(tr, None if legal_actions is None else legal_actions[k], tid))
+            legal = tr.legal_actions if legal_actions is None else legal_actions[k]
+            stored.append(self._check(tr, legal, tid))
         self._queue.extend(stored)  # only once all are checked: a bad one queues nothing
         if ids is None:
             self._next_id += len(trs)

@@ -49,7 +49,9 @@ def validate_trajectory(traj: Trajectory, *, num_actions: int | None = None, fra
     """Check one whole episode (``first == 0``, ``last == S - 1``) and return its fields as numpy.
 
     Every check names the field and what was expected; ``random_actions`` of
-    ``None`` comes back all False. The one place trajectories are validated.
+    ``None`` comes back all False, ``legal_actions`` of ``None`` all True on
+    non-last steps (not recorded: every move counts as legal). The one place
+    trajectories are validated.
     """
     def arr(name):
         try:
@@ -114,6 +116,16 @@ def validate_trajectory(traj: Trajectory, *, num_actions: int | None = None, fra
             raise ReplayError(f"trajectory.random_actions must have shape [S] = ({size},) like frames, "
                               f"got {a['random_actions'].shape}")
         a["random_actions"] = a["random_actions"].astype(np.bool_)
+    legal = getattr(traj, "legal_actions", None)
+    if legal is None:
+        a["legal_actions"] = np.ones((size, n_act - 1), np.bool_)
+        a["legal_actions"][-1] = False
+    else:
+        a["legal_actions"] = np.asarray(legal)
+        if a["legal_actions"].shape != (size, n_act - 1):
+            raise ReplayError(f"trajectory.legal_actions must have shape [S, A_env] = ({size}, {n_act - 1}) "
+                              f"(A_env = augmented actions - 1), got {a['legal_actions'].shape}")
+        a["legal_actions"] = a["legal_actions"].astype(np.bool_)
     return a
 
 
@@ -163,6 +175,7 @@ class ReplayBuffer:
         self._root_values = np.zeros(cap, np.float32)
         self._to_play = np.zeros(cap, np.int32)
         self._random_actions = np.zeros(cap, np.bool_)
+        self._legal_actions = np.zeros((cap, self.num_actions - 1), np.bool_)  # over environment actions
         self._slot_traj = np.full(cap, -1, np.int64)
         self._priority = np.zeros(cap, np.float64)  # raw |v*-G| + eps; 0 if not sampleable
         self._sampleable = np.zeros(cap, np.bool_)
@@ -222,7 +235,7 @@ class ReplayBuffer:
         """Bytes of the preallocated storage arrays."""
         return sum(getattr(self, n).nbytes for n in (
             "_frames", "_root_policies", "_actions", "_rewards", "_root_values", "_to_play", "_random_actions",
-            "_slot_traj", "_priority", "_sampleable", "_traj_start", "_traj_len", "_traj_terminal"))
+            "_legal_actions", "_slot_traj", "_priority", "_sampleable", "_traj_start", "_traj_len", "_traj_terminal"))
 
     def ready(self) -> bool:
         """Whether :meth:`sample` may be called (``min_size`` reached, something sampleable)."""
@@ -280,6 +293,7 @@ class ReplayBuffer:
         self._root_policies[slots] = a["root_policies"]
         self._to_play[slots] = a["to_play"]
         self._random_actions[slots] = a["random_actions"]
+        self._legal_actions[slots] = a["legal_actions"]
         self._slot_traj[slots] = tid
         ok = np.ones(size, np.bool_)
         if not self.config.sample_last_step:
@@ -443,6 +457,7 @@ class ReplayBuffer:
             last=np.int32(slots.size - 1),
             is_terminal=np.bool_(self._traj_terminal[rec]),
             random_actions=self._random_actions[slots].copy(),
+            legal_actions=self._legal_actions[slots].copy(),
         )
 
     def update_search_stats(self, ids, root_values, root_policies=None) -> np.ndarray:
@@ -492,9 +507,9 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ checkpoints
 
-    STATE_VERSION = 2
+    STATE_VERSION = 3  # 3: legal masks are stored (a version 2 state loads with every move legal)
     _ARRAYS = ("frames", "root_policies", "actions", "rewards", "root_values", "to_play", "random_actions",
-               "slot_traj", "priority", "sampleable", "traj_start", "traj_len", "traj_terminal")
+               "legal_actions", "slot_traj", "priority", "sampleable", "traj_start", "traj_len", "traj_terminal")
     _INTS = ("size", "num_sampleable", "total_steps", "oldest_id", "next_id")
 
     def state_dict(self) -> dict[str, Any]:
@@ -523,9 +538,12 @@ class ReplayBuffer:
         """Restore :meth:`state_dict` output into a buffer built with the same config and shapes."""
         import json
 
-        if int(state.get("version", -1)) != self.STATE_VERSION:
+        version = int(state.get("version", -1))
+        if version not in (2, self.STATE_VERSION):
             raise ReplayError(f"replay state version {state.get('version')!r} is not supported "
-                              f"(this moozi reads version {self.STATE_VERSION})")
+                              f"(this moozi reads versions 2 and {self.STATE_VERSION})")
+        if version == 2:  # saved before legal masks were kept: every move legal on stored non-last steps
+            state = dict(state, legal_actions=self._legal_from_version_2(state))
         missing = [k for k in (*self._ARRAYS, *self._INTS, "rng") if k not in state]
         if missing:
             raise ReplayError(f"replay state is missing keys: {', '.join(missing)}")
@@ -553,3 +571,14 @@ class ReplayBuffer:
         self.rng.bit_generator.state = json.loads(state["rng"])
         self._sampler.rebuild()
         self._sampler.load_state_dict(dict(state.get("sampler") or {}))
+
+    def _legal_from_version_2(self, state: Mapping[str, Any]) -> np.ndarray:
+        """The legal masks a version 2 state implies: all True on every stored step but episodes' last ones."""
+        legal = np.zeros_like(self._legal_actions)
+        cap = self.config.capacity
+        starts, lengths = np.asarray(state["traj_start"]), np.asarray(state["traj_len"])
+        for tid in range(int(state["oldest_id"]), int(state["next_id"])):
+            start, length = int(starts[tid % cap]), int(lengths[tid % cap])
+            slots = np.arange(start, start + length - 1, dtype=np.int64) % cap
+            legal[slots] = True
+        return legal

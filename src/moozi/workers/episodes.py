@@ -16,7 +16,7 @@ import numpy as np
 from moozi.types import Trajectory
 
 _FIELDS = ("frame", "action", "reward", "is_first", "is_last", "is_terminal", "to_play", "root_value",
-           "root_policy", "random_action", "agent_seat")
+           "root_policy", "random_action", "agent_seat", "legal")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class EpisodeAssembler:
             last=np.int32(length - 1),
             is_terminal=np.bool_(cat["is_terminal"][-1]),
             random_actions=cat["random_action"].astype(np.bool_),
+            legal_actions=cat["legal"].astype(np.bool_),
         )
         return Episode(traj, int(self._version[b]), b, int(cat["agent_seat"][0]), int(self._source[b]))
 
@@ -138,8 +139,17 @@ class EpisodeAssembler:
                              f"this actor has {self.num_envs}")
         self._version = np.asarray(state["version"], np.int64).copy()
         self._source = np.asarray(state["source"], np.int64).copy()
-        self._pending = [[{f: np.asarray(v) for f, v in state[str(b)].items()}] if state[str(b)] else []
-                         for b in range(self.num_envs)]
+        self._pending = [[_with_legal({f: np.asarray(v) for f, v in state[str(b)].items()})] if state[str(b)]
+                         else [] for b in range(self.num_envs)]
+
+
+def _with_legal(steps: dict) -> dict:
+    """Unfinished steps saved before legal masks were kept (moozi <= 0.2 checkpoints): every move legal
+    on non-last steps, as a replay without masks assumes."""
+    if "legal" not in steps:
+        num_actions = steps["root_policy"].shape[-1] - 1
+        steps["legal"] = np.repeat(~steps["is_last"][:, None], num_actions, axis=1)
+    return steps
 
 
 def play_games(actor, num_games: int, max_calls: int = 100_000) -> list[Episode]:

@@ -117,6 +117,8 @@ class StepSample:
       max_depth: ``[B]`` deepest search node.
       random_action: ``[B]`` bool, a_t was a uniformly random exploration move.
       agent_seat: ``[B]`` int32 the agent's seat in this game (test games; 0 otherwise).
+      legal: ``[B, A_env]`` bool legal mask at t (kept so that reanalyze
+        re-searches only the moves that were legal; all False on last steps).
     """
 
     frame: jax.Array
@@ -133,6 +135,7 @@ class StepSample:
     max_depth: jax.Array
     random_action: jax.Array
     agent_seat: jax.Array
+    legal: jax.Array
 
 
 def init_policy_state(config: PolicyConfig, num_envs: int, rng) -> PolicyState:
@@ -247,6 +250,7 @@ def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_
         max_depth=out.max_depth,
         random_action=is_random,
         agent_seat=seat,
+        legal=ts.legal_actions.astype(jnp.bool_),
     )
     new_state = PolicyState(history=history, prev_action=action, episode_step=episode_step + 1,
                             agent_seat=seat, first_player=first_player, rng=rng)
