@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
-from moozi.config import LearnerConfig, ModelConfig, ReplayConfig, TargetConfig
+from moozi.config import ConfigError, LearnerConfig, ModelConfig, ReplayConfig, TargetConfig
 from moozi.envs.contract import EnvSpec
 from moozi.learner import Learner, episode_priorities
 from moozi.model.history import stacked_channels
@@ -124,6 +125,10 @@ def test_budget_lr_scale_goldens():
     assert budget_lr_scale(lin, 0.25) == pytest.approx(0.75)  # 1 - (1 - 0) * 0.25
     assert budget_lr_scale(LearnerConfig(lr_schedule="cosine"), 0.9) == 1.0  # decay over updates: in-graph
     assert budget_lr_scale(LearnerConfig(lr_decay_over="budget"), 0.9) == 1.0  # constant schedule
+    # held at the peak for the first 60%, then the whole cosine over the last 40%: q = (p - 0.6) / 0.4
+    held = LearnerConfig(lr_schedule="cosine", lr_decay_over="budget", lr_final_fraction=0.1, lr_decay_start=0.6)
+    assert [budget_lr_scale(held, p) for p in (0.3, 0.6, 0.8, 1.0)] == pytest.approx([1.0, 1.0, 0.55, 0.1])
+    assert budget_lr_scale(dataclasses.replace(held, lr_schedule="linear"), 0.9) == pytest.approx(1 - 0.9 * 0.75)
 
 
 def test_in_graph_decay_ends_at_the_floor():
@@ -132,6 +137,15 @@ def test_in_graph_decay_ends_at_the_floor():
     c = LearnerConfig(learning_rate=0.5, lr_schedule="linear", decay_steps=10, lr_final_fraction=0.2)
     assert float(learning_rate_schedule(c)(5)) == pytest.approx(0.5 - 0.4 * 0.5)
     assert float(learning_rate_schedule(c)(10)) == pytest.approx(0.1)
+    # warmup 2, held at the peak until 0.5 * 10 = 5, then linear to the floor at 10
+    held = LearnerConfig(learning_rate=0.5, lr_schedule="linear", warmup_steps=2, decay_steps=10,
+                         lr_final_fraction=0.2, lr_decay_start=0.5)
+    assert [float(learning_rate_schedule(held)(t)) for t in (1, 2, 5, 7.5, 10, 20)] == pytest.approx(
+        [0.25, 0.5, 0.5, 0.3, 0.1, 0.1])
+    cos = dataclasses.replace(held, lr_schedule="cosine")
+    assert [float(learning_rate_schedule(cos)(t)) for t in (5, 7.5, 10)] == pytest.approx([0.5, 0.3, 0.1])
+    with pytest.raises(ConfigError, match="learner.lr_decay_start"):
+        LearnerConfig(lr_decay_start=1.0)
     budget = LearnerConfig(learning_rate=0.5, lr_schedule="linear", lr_decay_over="budget")
     assert float(learning_rate_schedule(budget)(10**6)) == pytest.approx(0.5)  # the host scales it instead
 

@@ -157,6 +157,10 @@ class LearnerConfig:
       machine's speed; a resume with more ``--minutes`` extends the budget).
     lr_final_fraction: the floor the decay ends at, as a fraction of
       ``learning_rate`` (0: decay to 0).
+    lr_decay_start: the share of the decay's span (the budget, or
+      ``decay_steps``) held at the peak before the decay begins (0: decay from
+      the start; 0.5: constant for the first half, then the whole decay in
+      the second).
     max_grad_norm: global-norm clipping threshold.
     target_update_period: updates between target-network refreshes.
     ema_decay: 0 (off) or the decay of an exponential moving average of the
@@ -173,6 +177,7 @@ class LearnerConfig:
     decay_steps: int = 100_000
     lr_decay_over: Literal["updates", "budget"] = "updates"
     lr_final_fraction: float = 0.0
+    lr_decay_start: float = 0.0
     max_grad_norm: float = 5.0
     target_update_period: int = 500
     ema_decay: float = 0.0
@@ -187,6 +192,7 @@ class LearnerConfig:
         _positive_int(o, "decay_steps", self.decay_steps)
         _choice(o, "lr_decay_over", self.lr_decay_over, ("updates", "budget"))
         _number_in(o, "lr_final_fraction", self.lr_final_fraction, 0.0, 1.0)
+        _number_in(o, "lr_decay_start", self.lr_decay_start, 0.0, 1.0, hi_open=True)
         _number_in(o, "ema_decay", self.ema_decay, 0.0, 1.0, hi_open=True)
         _number_in(o, "max_grad_norm", self.max_grad_norm, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "target_update_period", self.target_update_period)

@@ -74,14 +74,16 @@ serialization.register_serialization_state(TrainState, _train_state_dict, _train
 def budget_lr_scale(config: LearnerConfig, progress: float) -> float:
     """Learning-rate multiplier at ``progress`` in [0, 1] of the run's budget (``lr_decay_over = "budget"``).
 
-    1 at the start; at the end ``lr_final_fraction``: cosine
-    ``f + (1 - f) (1 + cos(pi p)) / 2`` or linear ``1 - (1 - f) p``; 1 throughout
+    1 until ``lr_decay_start`` (s) of the budget, then, over the rest
+    (``q = (p - s) / (1 - s)``), down to ``lr_final_fraction`` at the end: cosine
+    ``f + (1 - f) (1 + cos(pi q)) / 2`` or linear ``1 - (1 - f) q``; 1 throughout
     for a constant schedule or a decay over updates (that one lives in
     :func:`learning_rate_schedule`).
     """
     if config.lr_decay_over != "budget" or config.lr_schedule == "constant":
         return 1.0
-    p = min(max(float(progress), 0.0), 1.0)
+    start = config.lr_decay_start
+    p = min(max((float(progress) - start) / (1.0 - start), 0.0), 1.0)
     f = config.lr_final_fraction
     if config.lr_schedule == "cosine":
         return f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * p))
@@ -89,27 +91,25 @@ def budget_lr_scale(config: LearnerConfig, progress: float) -> float:
 
 
 def learning_rate_schedule(config: LearnerConfig) -> optax.Schedule:
-    """The in-graph schedule over updates: constant, or warmup then cosine / linear decay to
-    ``lr_final_fraction * learning_rate`` at ``decay_steps``. With ``lr_decay_over = "budget"`` only the
-    warmup is here; the decay is the host's multiplier :func:`budget_lr_scale`."""
+    """The in-graph schedule over updates: constant, or warmup, a hold at the peak until
+    ``lr_decay_start * decay_steps``, then cosine / linear decay to ``lr_final_fraction * learning_rate``
+    at ``decay_steps``. With ``lr_decay_over = "budget"`` only the warmup is here; the decay is the
+    host's multiplier :func:`budget_lr_scale`."""
     lr = config.learning_rate
     end = config.lr_final_fraction * lr
+    warmup = config.warmup_steps
     if config.lr_schedule == "constant" or config.lr_decay_over == "budget":
-        if config.warmup_steps == 0:
+        if warmup == 0:
             return optax.constant_schedule(lr)
-        return optax.join_schedules(
-            [optax.linear_schedule(0.0, lr, config.warmup_steps), optax.constant_schedule(lr)],
-            [config.warmup_steps],
-        )
+        return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)], [warmup])
+    hold_until = max(warmup, int(config.lr_decay_start * config.decay_steps))
+    decay = max(config.decay_steps - hold_until, 1)
     if config.lr_schedule == "cosine":
-        return optax.warmup_cosine_decay_schedule(
-            0.0, lr, config.warmup_steps, max(config.decay_steps, config.warmup_steps + 1), end_value=end
-        )
-    decay = max(config.decay_steps - config.warmup_steps, 1)
-    return optax.join_schedules(
-        [optax.linear_schedule(0.0, lr, config.warmup_steps), optax.linear_schedule(lr, end, decay)],
-        [config.warmup_steps],
-    )
+        tail = optax.cosine_decay_schedule(lr, decay, alpha=config.lr_final_fraction)
+    else:
+        tail = optax.linear_schedule(lr, end, decay)
+    return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr), tail],
+                                [warmup, hold_until])
 
 
 def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
