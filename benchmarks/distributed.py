@@ -9,6 +9,11 @@
     python benchmarks/distributed.py startup
         a CartPole Ray run: seconds from the command to the first update (the
         compile cache off, cold, then warm), and Ray processes left after it exits.
+    python benchmarks/distributed.py memory --run RUN --warmup-min 10 --span-min 30
+        a finished run's memory curve from its metrics (`mem/*`, one value per
+        metrics row): resident memory of the components and of Ray's daemons at
+        the end of warm-up and ``span`` minutes later, its growth, and the
+        object store's largest resident size after warm-up; a curve per minute.
 
 Every mode prints JSON lines; ``--markdown`` adds a table for docs/results.
 """
@@ -179,9 +184,47 @@ def startup(args) -> list[dict]:
     return results
 
 
+def memory(args) -> list[dict]:
+    """Resident memory over a run (from ``mem/*`` in its metrics): growth over ``span`` minutes after warm-up."""
+    rows = [r for r in read_metrics(args.run) if "mem/components_rss_mb" in r]
+    if not rows:
+        raise SystemExit(f"{args.run}: no mem/* metrics (memory is logged from moozi 0.2 on)")
+
+    def total(r):
+        return r["mem/components_rss_mb"] + r.get("mem/ray_daemons_rss_mb", 0.0)
+
+    def at(minute):  # the last row at or before this minute of the run
+        return [r for r in rows if r["wall_s"] <= 60.0 * minute][-1]
+
+    start = at(args.warmup_min)
+    end = at(args.warmup_min + args.span_min)
+    if end["wall_s"] - start["wall_s"] < 60.0 * args.span_min - 120.0:
+        raise SystemExit(f"{args.run}: the run is shorter than warm-up + span ({rows[-1]['wall_s'] / 60:.1f} min)")
+    after = [r for r in rows if r["wall_s"] >= start["wall_s"]]
+    curve = []
+    for minute in range(int(rows[-1]["wall_s"] // 60) + 1):
+        r = at(minute) if rows[0]["wall_s"] <= 60.0 * minute else None
+        if r is not None:
+            curve.append({"minute": minute, "rss_mb": round(total(r), 1),
+                          "components_mb": round(r["mem/components_rss_mb"], 1),
+                          "ray_daemons_mb": round(r.get("mem/ray_daemons_rss_mb", 0.0), 1),
+                          "object_store_mb": round(r.get("mem/object_store_resident_mb", 0.0), 2),
+                          "replay_fill": round(r.get("replay/fill_fraction", 0.0), 3)})
+    out = {"mode": "memory", "run": str(args.run), "warmup_min": args.warmup_min, "span_min": args.span_min,
+           "rss_mb_start": total(start), "rss_mb_end": total(end), "rss_growth": total(end) / total(start) - 1.0,
+           "rss_mb_max_after_warmup": max(total(r) for r in after),
+           "object_store_mb_max_after_warmup": max(r.get("mem/object_store_resident_mb", 0.0) for r in after),
+           "replay_fill_at_start": start.get("replay/fill_fraction"), "curve": curve}
+    print(json.dumps(out), flush=True)
+    return [out]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["throughput", "acting", "startup"])
+    p.add_argument("mode", choices=["throughput", "acting", "startup", "memory"])
+    p.add_argument("--run", type=Path, default=None, help="memory: the run directory to read")
+    p.add_argument("--warmup-min", type=float, default=10.0, help="memory: minutes left out at the start")
+    p.add_argument("--span-min", type=float, default=30.0, help="memory: minutes over which growth is measured")
     p.add_argument("--preset", default="breakout")
     p.add_argument("--minutes", type=float, default=4.0)
     p.add_argument("--warmup", type=float, default=90.0, help="seconds of each run left out (start-up, compiles)")
@@ -197,7 +240,7 @@ def main() -> int:
     p.add_argument("--async-override", dest="async_overrides", action="append", default=[])
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")
     args = p.parse_args()
-    results = {"throughput": throughput, "acting": acting, "startup": startup}[args.mode](args)
+    results = {"throughput": throughput, "acting": acting, "startup": startup, "memory": memory}[args.mode](args)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:
