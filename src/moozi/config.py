@@ -166,6 +166,9 @@ class LearnerConfig:
     ema_decay: 0 (off) or the decay of an exponential moving average of the
       params (e.g. 0.99); when on, acting, testing, evaluation and checkpoints'
       published params are the average, not the newest params.
+    augment_symmetries: show every sampled window to the learner through a
+      random one of the game's board symmetries (AlphaZero's augmentation;
+      the game must declare some: ``EnvSpec.symmetries``).
     """
 
     value_coef: float = 0.25
@@ -181,6 +184,7 @@ class LearnerConfig:
     max_grad_norm: float = 5.0
     target_update_period: int = 500
     ema_decay: float = 0.0
+    augment_symmetries: bool = False
 
     def __post_init__(self):
         o = "learner"
@@ -196,6 +200,7 @@ class LearnerConfig:
         _number_in(o, "ema_decay", self.ema_decay, 0.0, 1.0, hi_open=True)
         _number_in(o, "max_grad_norm", self.max_grad_norm, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "target_update_period", self.target_update_period)
+        _boolean(o, "augment_symmetries", self.augment_symmetries)
 
 
 C = TypeVar("C")

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.config import LearnerConfig, ReplayConfig, TargetConfig
+from moozi.config import ConfigError, LearnerConfig, ReplayConfig, TargetConfig
 from moozi.envs.contract import EnvSpec
 from moozi.model.networks import Model
 from moozi.replay import ReplayBuffer
@@ -63,6 +63,18 @@ def episode_priorities(traj: Trajectory, config: TargetConfig) -> np.ndarray:
     return np.asarray(_priorities_fn(config)(window), np.float64)[:size]
 
 
+def training_symmetries(config: LearnerConfig, spec: EnvSpec) -> tuple:
+    """The symmetries the learner augments with: the game's when ``augment_symmetries`` is on, else none.
+    Refuses the switch for a game that declares none."""
+    if not config.augment_symmetries:
+        return ()
+    if len(spec.symmetries) < 2:
+        raise ConfigError(f"learner.augment_symmetries = true needs a game with board symmetries; {spec.name} "
+                          "declares none (EnvSpec.symmetries; moozi knows them for tic-tac-toe, connect four, "
+                          "Othello and Go). Allowed for it: false")
+    return spec.symmetries
+
+
 class Learner:
     """Owns a :class:`~moozi.update.TrainState`, the jitted update and the replay buffer.
 
@@ -85,7 +97,9 @@ class Learner:
         self.state: TrainState = init_train_state(model, learner_config, rng)
         self.replay = ReplayBuffer(replay_config, target_config, spec.observation_shape, model.num_actions,
                                    frame_dtype=spec.observation_dtype, seed=replay_seed)
-        self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale)
+        self._symmetries = training_symmetries(learner_config, spec)
+        self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale,
+                                             self._symmetries)
         self.version = 0
         self._published = jax.device_get(self.state.params)
         # Per stored trajectory: the params version it was played with (policy lag at sampling) and the
@@ -233,16 +247,17 @@ class Learner:
             return {}
         put = lambda s: jax.device_put((s.windows, s.positions, s.weights))  # noqa: E731
         scale = jax.device_put(np.float32(lr_scale))  # an array, so a new value never recompiles
-        sample = self.replay.sample(batch_size)
+        n_sym = max(len(self._symmetries), 1)
+        sample = self.replay.sample(batch_size, symmetries=n_sym)
         batch = put(sample)
         ids, priorities, sums = [], [], None
         for i in range(num_updates):
-            self.state, metrics, prio = self._update(self.state, *batch, scale)
+            self.state, metrics, prio = self._update(self.state, *batch, scale, sample.symmetry)
             ids.append(sample.ids)
             priorities.append(prio)
             sums = metrics if sums is None else jax.tree_util.tree_map(jnp.add, sums, metrics)
             if i + 1 < num_updates:
-                sample = self.replay.sample(batch_size)
+                sample = self.replay.sample(batch_size, symmetries=n_sym)
                 batch = put(sample)
         sums, priorities = jax.device_get((sums, priorities))
         for batch_ids, prio in zip(ids, priorities):

@@ -192,9 +192,12 @@ class ReplaySample:
       positions: ``[B]`` int32 index of each sampled position inside its window.
       ids: ``[B]`` int64 replay position ids (for priority updates).
       weights: ``[B]`` float32 importance-sampling weights (at most 1).
+      symmetry: ``[B]`` int32 board symmetry each window is shown through
+        (``learner.augment_symmetries``), or None.
     """
 
     windows: Trajectory
     positions: Array
     ids: Array
     weights: Array
+    symmetry: Array | None = None

@@ -17,6 +17,7 @@ import optax
 from flax import serialization, struct
 
 from moozi.config import LearnerConfig, TargetConfig
+from moozi.envs.symmetry import augment_tables, augment_windows
 from moozi.losses import loss_fn
 from moozi.model.networks import Model
 from moozi.targets import make_targets
@@ -187,9 +188,14 @@ def build_batch(windows: Trajectory, positions, weights, *, target_config: Targe
     return Batch(targets=targets, weights=jnp.asarray(weights, jnp.float32))
 
 
-def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, lr_scale=1.0, *, model: Model,
-                        config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
-    """:func:`update_step` on a batch built from raw replay windows by :func:`build_batch`."""
+def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, lr_scale=1.0, symmetry=None, *,
+                        model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
+                        symmetry_tables=None):
+    """:func:`update_step` on a batch built from raw replay windows by :func:`build_batch`; with ``symmetry``
+    (``[B]``) and ``symmetry_tables`` (:func:`moozi.envs.symmetry.augment_tables`) each window is first seen
+    through its board symmetry."""
+    if symmetry is not None:
+        windows = augment_windows(windows, symmetry, symmetry_tables)
     batch = build_batch(windows, positions, weights, target_config=target_config, num_actions=model.num_actions,
                         frame_scale=frame_scale)
     return update_step(state, batch, lr_scale, model=model, config=config)
@@ -200,9 +206,12 @@ def make_update_fn(model: Model, config: LearnerConfig):
     return jax.jit(functools.partial(update_step, model=model, config=config), donate_argnums=(0,))
 
 
-def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0):
-    """``jit``-compiled ``(state, windows, positions, weights[, lr_scale]) -> (state, metrics, priorities)``;
-    targets are built on the device from the raw windows; the input state is donated."""
+def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
+                          symmetries: tuple = ()):
+    """``jit``-compiled ``(state, windows, positions, weights[, lr_scale[, symmetry]]) -> (state, metrics,
+    priorities)``; targets are built on the device from the raw windows; the input state is donated.
+    ``symmetries``: the game's (``EnvSpec.symmetries``), for windows sampled with a symmetry index."""
     fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
-                           frame_scale=float(frame_scale))
+                           frame_scale=float(frame_scale),
+                           symmetry_tables=augment_tables(symmetries) if symmetries else None)
     return jax.jit(fn, donate_argnums=(0,))

@@ -54,6 +54,7 @@ from moozi.driver.backend import LocalBackend, Resources, WorkerDied, make_backe
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.driver.parts import build_parts
 from moozi.driver.run_dir import BEST_DIR, find_checkpoint
+from moozi.learner import training_symmetries
 from moozi.model.transform import max_representable
 from moozi.observe.health import Health, assess
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
@@ -121,6 +122,7 @@ class Trainer:
             raise ConfigError(f"replay.capacity = {config.replay.capacity} cannot hold one episode of {self.spec.name} "
                               f"({cap} steps, the game's max_episode_steps, plus its last step): raise "
                               "replay.capacity or cap episodes with env.kwargs.max_episode_steps")
+        training_symmetries(config.learner, self.spec)  # a game without symmetries is refused before any work
         if config.reanalyze.fraction > 0:
             if config.distributed.reanalyze_workers < 1:
                 raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")

@@ -104,6 +104,10 @@ class EnvSpec:
         or ``"float32"``. Observations themselves are always float32.
       observation_scale: observation = stored value x scale (``1/255`` for
         pixels scaled to [0, 1]; 1 otherwise).
+      symmetries: board symmetries of the game, ``((cells, actions), ...)``
+        permutation pairs with the identity first, or ``()`` for none (see
+        :mod:`moozi.envs.symmetry`); ``learner.augment_symmetries`` trains
+        on stored positions seen through them.
     """
 
     name: str
@@ -114,6 +118,7 @@ class EnvSpec:
     path: str = "device"
     observation_dtype: str = "float32"
     observation_scale: float = 1.0
+    symmetries: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -139,6 +144,11 @@ class EnvSpec:
         s = self.observation_scale
         if not isinstance(s, (int, float)) or isinstance(s, bool) or not s > 0:
             _spec_fail("observation_scale", s, "a number > 0")
+        from moozi.envs.symmetry import check_symmetries
+
+        why = check_symmetries(self.symmetries, shape, self.num_actions)
+        if why is not None:
+            _spec_fail("symmetries", "(...)" if isinstance(self.symmetries, tuple) else self.symmetries, why)
 
     @property
     def two_player(self) -> bool:

@@ -237,6 +237,7 @@ class OpenSpielEnv(HostEnv):
                 path="host",
                 observation_dtype="uint8" if self._game.get_type().short_name in BINARY_OBSERVATION_GAMES
                 else "float32",
+                symmetries=_symmetries(self._game),
             )
         except ConfigError as e:
             msg = f"{name}: check the game parameters; OpenSpiel built a game moozi cannot use: {e}"
@@ -297,6 +298,20 @@ class OpenSpielEnv(HostEnv):
 # Games whose observation tensors are 0/1 planes (stored as uint8); others stay float32.
 BINARY_OBSERVATION_GAMES = frozenset({"tic_tac_toe", "connect_four", "breakthrough", "othello", "hex", "go",
                                       "clobber", "checkers", "chess"})
+
+
+def _symmetries(game) -> tuple:
+    """The board symmetries moozi knows for this OpenSpiel game (``()`` for the others): tic-tac-toe's
+    eight (actions are the cells, row-major) and connect four's mirror (actions are the columns)."""
+    from moozi.envs.symmetry import cell_symmetries, column_mirror
+
+    name = game.get_type().short_name
+    shape = tuple(int(d) for d in game.observation_tensor_shape())
+    if name == "tic_tac_toe" and shape[-2:] == (3, 3):
+        return cell_symmetries(3, 3)
+    if name == "connect_four" and int(game.num_distinct_actions()) == shape[-1]:
+        return column_mirror(shape[-2], shape[-1])
+    return ()
 
 
 def _with_player_plane(shape: tuple[int, ...], num_players: int) -> tuple[int, ...]:

@@ -106,6 +106,7 @@ class PgxEnv(DeviceEnv):
             num_players=int(self._env.num_players),
             max_episode_steps=cap,
             observation_dtype="uint8" if init.observation.dtype in (jnp.bool_, jnp.uint8) else "float32",
+            symmetries=_symmetries(game, shape),
         )
 
     def _init(self, key):
@@ -118,6 +119,21 @@ class PgxEnv(DeviceEnv):
         s = self._env.step(inner, action, key)
         reward = s.rewards[mover]
         return s, GameStep(s.observation, reward, s.terminated, s.truncated, s.legal_action_mask, s.current_player)
+
+
+def _symmetries(game: str, shape: tuple[int, ...]) -> tuple:
+    """Board symmetries of the pgx board games (actions are the cells, row-major, then pass; connect four's
+    are its columns); ``()`` for the MinAtar games."""
+    from moozi.envs.symmetry import cell_symmetries, column_mirror
+
+    h, w = shape[0], shape[1]
+    if game == "tic_tac_toe":
+        return cell_symmetries(h, w)
+    if game in ("othello", "go_9x9"):
+        return cell_symmetries(h, w, extra_actions=1)  # pass
+    if game == "connect_four":
+        return column_mirror(h, w)
+    return ()
 
 
 def make_pgx(game: str):

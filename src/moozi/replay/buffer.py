@@ -341,11 +341,14 @@ class ReplayBuffer:
             weights = weights / weights.max()
         return self._ids(slots), weights.astype(np.float32)
 
-    def sample(self, batch_size: int, beta: float | None = None) -> ReplaySample:
-        """Draw ``batch_size`` positions and gather their raw windows (see :class:`~moozi.types.ReplaySample`)."""
+    def sample(self, batch_size: int, beta: float | None = None, symmetries: int = 1) -> ReplaySample:
+        """Draw ``batch_size`` positions and gather their raw windows (see :class:`~moozi.types.ReplaySample`);
+        with ``symmetries`` > 1 also a uniformly random symmetry index per window (from this buffer's generator,
+        so a resumed run draws the same)."""
         ids, weights = self.sample_ids(batch_size, beta)
         windows, positions = self.windows(ids)
-        return ReplaySample(windows=windows, positions=positions, ids=ids, weights=weights)
+        symmetry = self.rng.integers(symmetries, size=batch_size).astype(np.int32) if symmetries > 1 else None
+        return ReplaySample(windows=windows, positions=positions, ids=ids, weights=weights, symmetry=symmetry)
 
     def windows(self, ids) -> tuple[Trajectory, np.ndarray]:
         """Windows ``t - L .. t + K + N`` (reads clipped to each episode) around stored position ids.
