@@ -80,7 +80,7 @@ def test_augment_windows_golden():
     assert turned.frames[0, 0, 2, 0, 0] == 1 and turned.frames[0, 0].sum() == 1  # cell 0 -> cell 6
 
 
-@pytest.mark.parametrize("name", ["pgx:tic_tac_toe", "pgx:connect_four"])
+@pytest.mark.parametrize("name", ["pgx:tic_tac_toe", "pgx:connect_four", "pgx:othello", "pgx:go_9x9"])
 def test_declared_symmetries_are_the_games_own(name):
     """Playing the mapped moves from the same start gives the mapped observation, for every symmetry."""
     from moozi.envs import make_env
@@ -88,7 +88,7 @@ def test_declared_symmetries_are_the_games_own(name):
     env = make_env(name)
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     syms = env.spec.symmetries
-    assert len(syms) == (8 if name == "pgx:tic_tac_toe" else 2)
+    assert len(syms) == {"pgx:connect_four": 2, "pgx:othello": 4}.get(name, 8)
     h, w, c = env.spec.observation_shape
 
     def play(moves):

@@ -129,8 +129,10 @@ def _symmetries(game: str, shape: tuple[int, ...]) -> tuple:
     h, w = shape[0], shape[1]
     if game == "tic_tac_toe":
         return cell_symmetries(h, w)
-    if game in ("othello", "go_9x9"):
+    if game == "go_9x9":
         return cell_symmetries(h, w, extra_actions=1)  # pass
+    if game == "othello":  # the four that keep the starting position: identity, half turn, both diagonals
+        return tuple(cell_symmetries(h, w, extra_actions=1)[i] for i in (0, 3, 4, 7))
     if game == "connect_four":
         return column_mirror(h, w)
     return ()
