@@ -7,13 +7,15 @@ Runs ``moozi train`` once per (seed, fraction), one after the other, alternating
 fractions within each seed; reports per run the env steps, updates and
 minutes at the first test at or above the target (None if never), and per
 fraction the median over seeds; the ratio of medians (fraction / first
-fraction) is the answer. JSON lines on stdout (and ``--out``).
+fraction) is the answer. JSON lines on stdout (and ``--out``). ``--stop-at-target`` ends each run
+at its first test at or above the target (its budget, and so a decay over it, unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,20 @@ def first_reach(run: Path, target: float) -> dict:
             "reanalyzed_positions": last.get("reanalyze/positions_total")}
 
 
+def _train(cmd: list[str], run: Path, stop_at: float | None) -> tuple[int, str]:
+    """Run ``moozi train``; with ``stop_at``, interrupt it once a test reaches that return."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        while proc.poll() is None:
+            time.sleep(2.0)
+            if stop_at is not None and (run / "metrics.jsonl").exists() and first_reach(run, stop_at)[
+                    "env_steps_to_target"] is not None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait()
+        err.seek(0)
+        return proc.returncode, err.read()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cartpole")
@@ -47,6 +63,9 @@ def main() -> int:
     p.add_argument("--max-env-steps", type=int, default=1_000_000)
     p.add_argument("--override", dest="overrides", action="append", default=[])
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--stop-at-target", action="store_true",
+                   help="stop each run (Ctrl-C, a clean stop) at its first test at or above the target: the budget "
+                        "(and so the learning-rate decay over it) is unchanged, only the rest is not played")
     args = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="moozi-reanalyze-"))
     results = []
@@ -57,9 +76,9 @@ def main() -> int:
                    "--seed", str(seed), "--minutes", str(args.minutes), f"reanalyze.fraction={f}",
                    f"schedule.max_env_steps={args.max_env_steps}", *args.overrides]
             t = time.time()
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+            rc, err = _train(cmd, run, args.target if args.stop_at_target else None)
+            if rc != 0:
+                raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
             r = {"preset": args.preset, "seed": seed, "fraction": f, **first_reach(run, args.target),
                  "wall_s": round(time.time() - t, 1), "run_dir": str(run)}
             print(json.dumps(r), flush=True)

@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -99,6 +100,7 @@ class RayBackend:
         self._temp = None
         self._pg = None
         self._bundles: dict[str, int] = {}
+        self._daemons = None  # (when found, pids of Ray's daemons on this machine)
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
         if config.address:
@@ -215,7 +217,10 @@ class RayBackend:
         the object store's resident pages (the raylet's shared memory), in MB."""
         from moozi.observe.memory import pids_with, rss_mb, shared_mb
 
-        daemons = pids_with(str(self._temp)) if self._temp is not None else []
+        now = time.monotonic()
+        if self._daemons is None or now - self._daemons[0] > 60.0:  # a /proc scan: not at every row
+            self._daemons = (now, pids_with(str(self._temp)) if self._temp is not None else [])
+        daemons = self._daemons[1]
         store = max((shared_mb(p) for p in daemons), default=0.0)
         return {"mem/components_rss_mb": sum(rss_mb(p) for p in pids.values()) + rss_mb(),
                 "mem/ray_daemons_rss_mb": sum(rss_mb(p) for p in daemons),

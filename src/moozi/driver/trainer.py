@@ -27,7 +27,10 @@ call only while trained samples stay within ``ratio_slack`` of
 ``samples_per_env_step`` x inserted steps, so the faster side waits (on the
 backend, never by sleeping); the learner publishes after every call, and
 does not publish a version that would leave a segment in flight more than
-``max_policy_lag`` versions behind. An *epoch* there is W inserted segments.
+``max_policy_lag`` versions behind. Up to two learner calls are queued at a
+time, so the learner never idles while the driver handles the last one's
+result, and the driver never waits on the learner for a metrics row. An
+*epoch* there is W inserted segments.
 
 Faults: a training, testing or reanalyze worker whose process dies is
 restarted (``distributed.max_restarts`` per slot, doubling backoff, new random
@@ -134,6 +137,7 @@ class Trainer:
                               "single-player (its best is chosen by test returns). Set gating.every_checkpoints = 0")
         self._tournament_s = 0.0
         self._gating_s = 0.0
+        self._stats_request = None  # async: the learner's replay statistics, asked for at the last row
         self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
         if not resume:
@@ -267,6 +271,7 @@ class Trainer:
     def _recover_learner(self, error: Exception) -> None:
         """The learner died: a new one restored from the last checkpoint (or fresh, if none yet)."""
         self.counters["restarts"] += 1
+        self._stats_request = None
         log.warning("the learner died (%s); restoring it from the last checkpoint", error)
         try:
             self.backend.kill(self.learner_handle)
@@ -607,15 +612,18 @@ class Trainer:
         return ahead <= st["slack"]
 
     def _can_learn(self, st: dict) -> bool:
+        """Whether to queue another learner call: at most two in flight (the next one waits in the learner's
+        queue, so it never idles between calls), within the rate limit and the policy lag."""
         s = self.config.schedule
-        if any(kind == "learn" for kind, _ in st["inflight"].values()):
+        learning = sum(1 for kind, _ in st["inflight"].values() if kind == "learn")
+        if learning >= 2:
             return False
         trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
-        samples = (self.counters["updates"] + s.updates_per_call) * s.batch_size
+        samples = (self.counters["updates"] + (learning + 1) * s.updates_per_call) * s.batch_size
         if samples > s.samples_per_env_step * trained + st["slack"]:
             return False
         acting = [info[1] for kind, info in st["inflight"].values() if kind == "act"]
-        return not acting or self.version + 1 - min(acting) <= s.max_policy_lag
+        return not acting or self.version + learning + 1 - min(acting) <= s.max_policy_lag
 
     def _run_async(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
         s = self.config.schedule
@@ -657,7 +665,7 @@ class Trainer:
                         track(self.backend.call(sl.handle, "reanalyze", target[1], batch), "reanalyze",
                               (sl, self.config.reanalyze.positions_per_call))
                         idle.discard(name)
-                if ready and self._can_learn(st):
+                while ready and self._can_learn(st):
                     track(self.backend.call(self.learner_handle, "train_and_publish", s.updates_per_call,
                                             s.batch_size, self._lr_scale()), "learn", (None, self.version))
                 every = self.config.testing.every
@@ -950,7 +958,7 @@ class Trainer:
                  if p.get("hostname", here) == here and n != "driver" and not isinstance(self.backend, LocalBackend)}
         out.update(self.backend.stats(local))
         try:
-            out.update(self._learner("stats"))
+            out.update(self._learner_stats())
         except Exception as e:  # a row without replay statistics is better than a lost run
             log.warning("replay statistics unavailable: %s", e)
         if "reanalyze/positions" in rows:
@@ -965,6 +973,22 @@ class Trainer:
         self._report["epochs"] = self.counters["epochs"]
         if self.progress:
             self.progress(dict(self.counters), out, self.last_test)
+
+    def _learner_stats(self) -> dict:
+        """Replay statistics for a metrics row. Sync: asked now (the learner is idle between phases). Async:
+        the answer to the request made at an earlier row, once it is in (the learner answers between two
+        training calls, so the driver never waits behind one), and a new request."""
+        if self.config.schedule.kind != "async":
+            return self._learner("stats")
+        out, fut = {}, self._stats_request
+        if fut is not None:
+            done, _ = self.backend.wait([fut], num_returns=1, timeout=0)
+            if not done:
+                return {}
+            self._stats_request = None
+            out = self.backend.get(fut)
+        self._stats_request = self.backend.call(self.learner_handle, "stats")
+        return out
 
     def _remember(self, row: dict) -> None:
         for key, name in (("test/return_mean", "tests"), ("acting/policy_entropy", "entropy"),
