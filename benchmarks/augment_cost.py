@@ -1,0 +1,91 @@
+"""What ``learner.augment_symmetries`` costs: learner updates/s with it off and on.
+
+For one preset (default ``tictactoe``), alternating rounds in fresh processes
+(off, on, off, on, ...): a ``Learner`` built from the preset, its replay filled
+with synthetic episodes of the preset's game (random legal-shaped frames,
+Dirichlet search policies), then ``Learner.train(8, batch)`` chunks for
+``--seconds`` after two warm-up chunks. Prints each round and the ratio of the
+median updates/s (on / off), measured in this one run.
+
+Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--rounds 3] [--seconds 20] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PROBE = r'''
+import json, sys, time
+import jax, numpy as np
+from moozi.config import config_from_dict
+from moozi.driver import build_parts
+from moozi.learner import Learner
+from moozi.presets import load_preset
+from moozi.types import Trajectory
+
+preset, augment, seconds = sys.argv[1], sys.argv[2] == "on", float(sys.argv[3])
+raw = load_preset(preset)
+raw.setdefault("learner", {})["augment_symmetries"] = augment
+config = config_from_dict(raw)
+env, model = build_parts(config)
+spec, a = env.spec, model.num_actions
+rng = np.random.default_rng(0)
+trajs, total = [], 0
+while total < 20_000:
+    n = int(rng.integers(5, 10))
+    frames = rng.integers(0, 2, (n, *spec.observation_shape)).astype(spec.observation_dtype)
+    pol = rng.dirichlet(np.ones(a - 1), n).astype(np.float32)
+    trajs.append(Trajectory(frames=frames, actions=np.r_[rng.integers(1, a, n - 1), 0].astype(np.int32),
+        rewards=np.r_[np.zeros(n - 1), 1.0].astype(np.float32), root_values=rng.uniform(-1, 1, n).astype(np.float32),
+        root_policies=np.c_[np.zeros((n, 1), np.float32), pol], to_play=(np.arange(n) % 2).astype(np.int32),
+        first=np.int32(0), last=np.int32(n - 1), is_terminal=np.bool_(True)))
+    total += n
+learner = Learner(model, spec, config.learner, config.targets, config.replay, jax.random.key(0), 0)
+learner.add_episodes(trajs)
+batch = config.schedule.batch_size
+learner.train(8, batch); learner.train(8, batch)  # compile and warm up
+t0, n = time.perf_counter(), 0
+while time.perf_counter() - t0 < seconds:
+    learner.train(8, batch); n += 8
+jax.block_until_ready(learner.state.params)
+print(json.dumps({"updates_per_s": n / (time.perf_counter() - t0), "symmetries": len(spec.symmetries or ())}))
+'''
+
+
+def probe(preset: str, augment: str, seconds: float) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds)], env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"augment={augment} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="tictactoe")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    rows = {"off": [], "on": []}
+    for r in range(args.rounds):
+        for mode in ("off", "on"):
+            res = probe(args.preset, mode, args.seconds)
+            rows[mode].append(res["updates_per_s"])
+            if not args.json:
+                print(f"round {r} augment {mode:3s}: {res['updates_per_s']:.1f} updates/s "
+                      f"({res['symmetries']} symmetries)", flush=True)
+    med = {m: statistics.median(v) for m, v in rows.items()}
+    report = {"preset": args.preset, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
+    print(json.dumps(report) if args.json else
+          f"median: off {med['off']:.1f}, on {med['on']:.1f} updates/s; on / off = {report['ratio_on_off']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
