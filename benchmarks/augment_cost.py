@@ -2,7 +2,7 @@
 
 For one preset (default ``tictactoe``), alternating rounds in fresh processes
 (off, on, off, on, ...): a ``Learner`` built from the preset, its replay filled
-with synthetic episodes of the preset's game (random legal-shaped frames,
+with synthetic two-player episodes shaped like the preset's game (random binary frames,
 Dirichlet search policies), then ``Learner.train(8, batch)`` chunks for
 ``--seconds`` after two warm-up chunks. Prints each round and the ratio of the
 median updates/s (on / off), measured in this one run.
