@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import pytest
 
@@ -149,6 +150,15 @@ def reanalyze_parts(tmp_path_factory):
     return learner, actor, ReanalyzeHost(cfg), pub
 
 
+# The Gumbel policy normalises the children's Q-values by their spread (max - min), which is
+# tiny when the children are about equally good, so a last-bit rounding difference between
+# two programs of other batch shapes moves a search policy by up to ~6e-3. On the CPU the
+# acting and reanalyze programs round alike (1e-4 holds); on an H100 they did not (max
+# 6.1e-3, the same with full-precision matmuls and deterministic ops, while the root values
+# agreed within 1e-4), so an accelerator gets a looser bound on the policies only.
+POLICY_ATOL = 1e-4 if jax.default_backend() == "cpu" else 2e-2
+
+
 def test_reanalyze_with_the_same_params_reproduces_the_stored_search(reanalyze_parts):
     learner, _, reanalyzer, pub = reanalyze_parts
     replay = learner.learner.replay
@@ -161,7 +171,7 @@ def test_reanalyze_with_the_same_params_reproduces_the_stored_search(reanalyze_p
     for ep, old in zip(episodes, batch["trajectories"]):
         acted = slice(0, int(old.last))  # the last step's value is a bootstrap, not a search
         np.testing.assert_allclose(ep.trajectory.root_values[acted], old.root_values[acted], rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=1e-4)
+        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=POLICY_ATOL)
 
 
 def test_reanalyze_with_new_params_changes_the_search_and_skips_stale_writes(reanalyze_parts):
@@ -234,7 +244,7 @@ def test_two_player_reanalyze_searches_only_the_legal_moves(tmp_path):
     for ep, old in zip(fresh, stored):
         acted = slice(0, int(old.last))
         np.testing.assert_allclose(ep.trajectory.root_values[acted], old.root_values[acted], rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=1e-4)
+        np.testing.assert_allclose(ep.trajectory.root_policies[acted], old.root_policies[acted], atol=POLICY_ATOL)
         illegal = ~old.legal_actions[acted]
         assert np.all(ep.trajectory.root_policies[acted][:, 1:][illegal] == 0)  # column 0: the dummy action
     unmasked = [tr.replace(legal_actions=None) for tr in stored]
