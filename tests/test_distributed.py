@@ -151,11 +151,13 @@ def reanalyze_parts(tmp_path_factory):
 
 
 # The Gumbel policy normalises the children's Q-values by their spread (max - min), which is
-# tiny when the children are about equally good, so a last-bit rounding difference between
-# two programs of other batch shapes moves a search policy by up to ~6e-3. On the CPU the
-# acting and reanalyze programs round alike (1e-4 holds); on an H100 they did not (max
-# 6.1e-3, the same with full-precision matmuls and deterministic ops, while the root values
-# agreed within 1e-4), so an accelerator gets a looser bound on the policies only.
+# tiny when the children are about equally good, so the search policy is ill-conditioned: on
+# the CPU, scaling every parameter by 1 + 1e-7 (about one float32 ulp) moves root values by
+# 3e-7 and policies by up to 7.9e-3 (benchmarks/reanalyze_conditioning.py). The CPU's acting
+# and reanalyze programs round alike (1e-4 holds); on an H100 the two programs (other batch
+# shapes) did not: policies 6.1e-3 apart, the same with full-precision matmuls and
+# deterministic ops, root values within 1e-4. So an accelerator gets a looser bound on the
+# policies only.
 POLICY_ATOL = 1e-4 if jax.default_backend() == "cpu" else 2e-2
 
 
