@@ -24,30 +24,15 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.test_distributed import _config  # noqa: E402  (the reanalyze tests' own setup)
-
-from moozi.config import to_dict  # noqa: E402
-from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost  # noqa: E402
+from tests.test_distributed import build_reanalyze_parts, newest_episodes_batch  # noqa: E402  (the reanalyze tests' setup)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--eps", type=float, default=1e-6, help="relative change of every parameter")
     args = p.parse_args()
-    cfg = to_dict(_config("targets.history_length=2", "planner.gumbel_scale=0.0", "acting.steps_per_epoch=20",
-                          "reanalyze.envs=3", "replay.capacity=200"))
-    learner = LearnerHost(cfg, tempfile.mkdtemp())
-    actor = ActingHost(cfg, "train")
-    pub = learner.params()
-    for _ in range(2):
-        learner.train(2, 8) if learner.ready(1) else None
-        pub = learner.publish()
-        episodes, _ = actor.run(pub)
-        learner.add_episodes(episodes)
-    replay = learner.learner.replay
-    tids = [int(t) for t in replay.trajectory_ids() if learner.learner._traj_version[int(t)] == pub["version"]]
-    batch = {"stamp": 0, "ids": tids, "trajectories": [replay.get_trajectory(t) for t in tids]}
-    reanalyzer = ReanalyzeHost(cfg)
+    learner, _, reanalyzer, pub = build_reanalyze_parts(tempfile.mkdtemp())
+    batch = newest_episodes_batch(learner, pub)
     _, base, _ = reanalyzer.reanalyze(pub, batch)
     scaled = {"version": pub["version"] + 10**6,  # another version, so the worker takes the new params
               "params": jax.tree.map(lambda x: np.asarray(x) * np.asarray(1 + args.eps, np.asarray(x).dtype), pub["params"])}

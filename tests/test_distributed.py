@@ -133,13 +133,16 @@ def test_async_keeps_the_ratio_and_the_policy_lag(tmp_path):
 # --- reanalyze ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def reanalyze_parts(tmp_path_factory):
+def build_reanalyze_parts(run_dir: str):
+    """A learner whose replay holds two epochs of tiny CartPole episodes, its actor, a reanalyzer and the newest params.
+
+    Also used by benchmarks/reanalyze_conditioning.py.
+    """
     from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
 
     cfg = to_dict(_config("targets.history_length=2", "planner.gumbel_scale=0.0", "acting.steps_per_epoch=20",
                           "reanalyze.envs=3", "replay.capacity=200"))
-    learner = LearnerHost(cfg, str(tmp_path_factory.mktemp("ra")))
+    learner = LearnerHost(cfg, run_dir)
     actor = ActingHost(cfg, "train")
     pub = learner.params()
     for _ in range(2):
@@ -148,6 +151,18 @@ def reanalyze_parts(tmp_path_factory):
         episodes, _ = actor.run(pub)
         learner.add_episodes(episodes)
     return learner, actor, ReanalyzeHost(cfg), pub
+
+
+def newest_episodes_batch(learner, pub) -> dict:
+    """A reanalyze batch of the episodes played with ``pub`` (the earlier ones were played with older params)."""
+    replay = learner.learner.replay
+    tids = [int(t) for t in replay.trajectory_ids() if learner.learner._traj_version[int(t)] == pub["version"]]
+    return {"stamp": 0, "ids": tids, "trajectories": [replay.get_trajectory(t) for t in tids]}
+
+
+@pytest.fixture(scope="module")
+def reanalyze_parts(tmp_path_factory):
+    return build_reanalyze_parts(str(tmp_path_factory.mktemp("ra")))
 
 
 # The Gumbel policy normalises the children's Q-values by their spread (max - min), which is
@@ -163,13 +178,10 @@ POLICY_ATOL = 1e-4 if jax.default_backend() == "cpu" else 2e-2
 
 def test_reanalyze_with_the_same_params_reproduces_the_stored_search(reanalyze_parts):
     learner, _, reanalyzer, pub = reanalyze_parts
-    replay = learner.learner.replay
-    # the episodes played with the newest params (the earlier ones were played with older ones)
-    tids = [int(t) for t in replay.trajectory_ids() if learner.learner._traj_version[int(t)] == pub["version"]]
-    assert tids
-    batch = {"stamp": 0, "ids": tids, "trajectories": [replay.get_trajectory(t) for t in tids]}
+    batch = newest_episodes_batch(learner, pub)
+    assert batch["ids"]
     _, episodes, metrics = reanalyzer.reanalyze(pub, batch)
-    assert [e.source_id for e in episodes] == tids and metrics["reanalyze/positions_per_s"] > 0
+    assert [e.source_id for e in episodes] == batch["ids"] and metrics["reanalyze/positions_per_s"] > 0
     for ep, old in zip(episodes, batch["trajectories"]):
         acted = slice(0, int(old.last))  # the last step's value is a bootstrap, not a search
         np.testing.assert_allclose(ep.trajectory.root_values[acted], old.root_values[acted], rtol=1e-4, atol=1e-4)
