@@ -345,3 +345,28 @@ def test_a_wrong_frame_dtype_declaration_is_an_error_naming_the_game():
     with pytest.raises(ValueError, match="test:halves: the spec declares observation_dtype uint8"):
         actor.run()
     actor.close()
+
+
+@pytest.mark.parametrize("path", ["device", "pool"])
+def test_new_episodes_leave_no_game_begun_by_older_params(games, path):
+    """A test scores only games its own params began: without new_episodes(), games left unfinished by
+    the previous segment come back with the old version."""
+    env, model, params = games["pgx:tic_tac_toe"]
+    cfg = _policy(env, "greedy", mode="test", record_frames=False)
+    versions = {}
+    for fresh in (False, True):
+        if path == "device":
+            actor = DeviceActor(env, model, cfg, 8, 3, jax.random.key(3))
+        else:
+            pool = HostPool(lambda: DeviceAsHost(env, None), 4, seed=5)
+            actor = PoolActor(pool, model, dataclasses.replace(cfg, spec=pool.spec), 1, jax.random.key(0),
+                              opponent=_cycle_opponent)
+        actor.set_params(1, params)
+        actor.run()  # games in progress with version 1
+        actor.set_params(2, params)
+        if fresh:
+            actor.new_episodes()
+        versions[fresh] = {g.version for g in play_games(actor, 8)}
+        actor.close()
+    assert 1 in versions[False]
+    assert versions[True] == {2}

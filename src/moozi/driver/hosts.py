@@ -289,6 +289,9 @@ class ActingHost:
         from moozi.workers import agent_return, play_games
 
         _use_params(self.actor, published)
+        # Games left unfinished by the last test were begun by older params: start afresh, so the
+        # score (and the best checkpoint chosen by it) belongs to these params alone.
+        self.actor.new_episodes()
         games = play_games(self.actor, num_episodes)
         returns = np.array([agent_return(g.trajectory, g.agent_seat, self.spec.two_player) for g in games])
         lengths = np.array([g.length for g in games])

@@ -90,13 +90,25 @@ class DeviceActor:
         self.num_steps = num_steps
         self.acting = acting
         self._rollout = make_device_rollout(env, model, config, num_steps, opponent, simulator)
-        reset_key, policy_key = jax.random.split(rng)
-        state, ts = jax.jit(functools.partial(reset_batch, env))(jax.random.split(reset_key, num_envs))
-        self.carry = DeviceCarry(state, ts, init_policy_state(config, num_envs, policy_key))
+        self._reset_batch = jax.jit(functools.partial(reset_batch, env))
+        self._reset_key, self._policy_key = jax.random.split(rng)
+        state, ts = self._reset_batch(jax.random.split(self._reset_key, num_envs))
+        self.carry = DeviceCarry(state, ts, init_policy_state(config, num_envs, self._policy_key))
         self.assembler = EpisodeAssembler(num_envs)
         self.version = 0
         self.params = None
         self.env_steps = 0
+
+    def new_episodes(self) -> None:
+        """Abandon the episodes in progress and start new ones (a test scores only games its params began).
+
+        The keys follow the env steps played, so a resumed run starts the same episodes.
+        """
+        reset_key = jax.random.fold_in(self._reset_key, self.env_steps)
+        state, ts = self._reset_batch(jax.random.split(reset_key, self.num_envs))
+        policy_key = jax.random.fold_in(self._policy_key, self.env_steps)
+        self.carry = DeviceCarry(state, ts, init_policy_state(self.config, self.num_envs, policy_key))
+        self.assembler.clear()
 
     def set_params(self, version: int, params) -> None:
         self.version = int(version)

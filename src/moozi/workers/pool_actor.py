@@ -85,6 +85,13 @@ class PoolActor:
         self.state = init_policy_state(self.config, self.num_envs, self._rng)
         self.assembler.clear()
 
+    def new_episodes(self) -> None:
+        """Abandon the episodes in progress and start new ones (a test scores only games its params began).
+
+        The seed follows the env steps played, so a resumed run starts the same episodes.
+        """
+        self.restart(episode_seed(self.seed, 2, self.env_steps))
+
     def set_params(self, version: int, params) -> None:
         self.version = int(version)
         self.params = jax.device_put(params)
