@@ -31,6 +31,9 @@ class Actor(Protocol):
     def run(self) -> tuple[list, dict]:
         """Play one segment; return ``(finished episodes, metrics)``."""
 
+    def new_episodes(self) -> None:
+        """Abandon the games in progress and start new ones (before a test: it scores only its own games)."""
+
     def state_dict(self) -> dict:
         """Checkpointable data (numpy and PRNG keys only)."""
 
