@@ -219,16 +219,20 @@ def _cycle_opponent(rng, ts):
     return np.where(legal.any(-1), np.argmax(legal, -1), 0)
 
 
+def _tic_tac_toe_test_actor(env, model, path: str, device_steps: int):
+    """A greedy test actor for tic-tac-toe: 8 device games, or 4 host games against ``_cycle_opponent``."""
+    cfg = _policy(env, "greedy", mode="test", record_frames=False)
+    if path == "device":
+        return DeviceActor(env, model, cfg, 8, device_steps, jax.random.key(3))
+    pool = HostPool(lambda: DeviceAsHost(env, None), 4, seed=5)
+    return PoolActor(pool, model, dataclasses.replace(cfg, spec=pool.spec), 1, jax.random.key(0),
+                     opponent=_cycle_opponent)
+
+
 @pytest.mark.parametrize("path", ["device", "pool"])
 def test_test_games_balance_seats_by_move_order(games, path):
     env, model, params = games["pgx:tic_tac_toe"]
-    cfg = _policy(env, "greedy", mode="test", record_frames=False)
-    if path == "device":
-        actor = DeviceActor(env, model, cfg, 8, 10, jax.random.key(3))
-    else:
-        pool = HostPool(lambda: DeviceAsHost(env, None), 4, seed=5)
-        actor = PoolActor(pool, model, dataclasses.replace(cfg, spec=pool.spec), 1, jax.random.key(0),
-                          opponent=_cycle_opponent)
+    actor = _tic_tac_toe_test_actor(env, model, path, device_steps=10)
     actor.set_params(0, params)
     results = play_games(actor, 16)
     seats = [g.agent_seat for g in results]
@@ -352,15 +356,9 @@ def test_new_episodes_leave_no_game_begun_by_older_params(games, path):
     """A test scores only games its own params began: without new_episodes(), games left unfinished by
     the previous segment come back with the old version."""
     env, model, params = games["pgx:tic_tac_toe"]
-    cfg = _policy(env, "greedy", mode="test", record_frames=False)
     versions = {}
     for fresh in (False, True):
-        if path == "device":
-            actor = DeviceActor(env, model, cfg, 8, 3, jax.random.key(3))
-        else:
-            pool = HostPool(lambda: DeviceAsHost(env, None), 4, seed=5)
-            actor = PoolActor(pool, model, dataclasses.replace(cfg, spec=pool.spec), 1, jax.random.key(0),
-                              opponent=_cycle_opponent)
+        actor = _tic_tac_toe_test_actor(env, model, path, device_steps=3)
         actor.set_params(1, params)
         actor.run()  # games in progress with version 1
         actor.set_params(2, params)
