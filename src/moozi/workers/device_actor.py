@@ -92,8 +92,7 @@ class DeviceActor:
         self._rollout = make_device_rollout(env, model, config, num_steps, opponent, simulator)
         self._reset_batch = jax.jit(functools.partial(reset_batch, env))
         self._reset_key, self._policy_key = jax.random.split(rng)
-        state, ts = self._reset_batch(jax.random.split(self._reset_key, num_envs))
-        self.carry = DeviceCarry(state, ts, init_policy_state(config, num_envs, self._policy_key))
+        self._start(self._reset_key, self._policy_key)
         self.assembler = EpisodeAssembler(num_envs)
         self.version = 0
         self.params = None
@@ -104,11 +103,14 @@ class DeviceActor:
 
         The keys follow the env steps played, so a resumed run starts the same episodes.
         """
-        reset_key = jax.random.fold_in(self._reset_key, self.env_steps)
-        state, ts = self._reset_batch(jax.random.split(reset_key, self.num_envs))
-        policy_key = jax.random.fold_in(self._policy_key, self.env_steps)
-        self.carry = DeviceCarry(state, ts, init_policy_state(self.config, self.num_envs, policy_key))
+        self._start(jax.random.fold_in(self._reset_key, self.env_steps),
+                    jax.random.fold_in(self._policy_key, self.env_steps))
         self.assembler.clear()
+
+    def _start(self, reset_key, policy_key) -> None:
+        """Every environment at a new first step, fresh histories."""
+        state, ts = self._reset_batch(jax.random.split(reset_key, self.num_envs))
+        self.carry = DeviceCarry(state, ts, init_policy_state(self.config, self.num_envs, policy_key))
 
     def set_params(self, version: int, params) -> None:
         self.version = int(version)
