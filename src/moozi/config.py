@@ -43,6 +43,11 @@ class ModelConfig:
       game's own simulator; only representation and prediction are trained,
       there are no dynamics, reward or consistency losses, and
       ``targets.unroll_steps`` is 0).
+    mover_relative: relabel two-player boards so the player to move is
+      always player 0 before the representation (both seats then share what
+      is learnt; :mod:`moozi.model.perspective`). Only for games that declare
+      their piece planes (``EnvSpec.player_planes``: OpenSpiel tic-tac-toe and
+      connect four; pgx boards are mover-relative already).
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -58,6 +63,7 @@ class ModelConfig:
     value_transform: Literal["phi", "identity"] = "phi"
     normalize_hidden: bool = True
     dynamics: Literal["learned", "simulator"] = "learned"
+    mover_relative: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -72,8 +78,9 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        if not isinstance(self.normalize_hidden, bool):
-            _fail(o, "normalize_hidden", self.normalize_hidden, "true or false")
+        for name in ("normalize_hidden", "mover_relative"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(o, name, getattr(self, name), "true or false")
 
     @property
     def num_bins(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from moozi.config import Config
+from moozi.config import Config, ConfigError
 from moozi.envs import UnknownEnvError, make_env
 from moozi.envs.pool import import_modules, module_origins
 from moozi.model.history import stacked_channels
@@ -22,7 +22,21 @@ def build_parts(config: Config):
     num_actions = spec.num_actions + 1
     h, w, c = spec.observation_shape
     obs_shape = (h, w, stacked_channels(c, num_actions, config.targets.history_length))
-    return env, build_model(config.model, obs_shape, num_actions)
+    return env, build_model(config.model, obs_shape, num_actions, _mover_view(config, spec))
+
+
+def _mover_view(config: Config, spec):
+    """The plane layout ``model.mover_relative`` needs; refused for a game that declares none."""
+    if not config.model.mover_relative:
+        return None
+    if not spec.player_planes:
+        raise ConfigError(f"model.mover_relative = true needs a two-player game that declares its piece planes; "
+                          f"{spec.name} declares none (EnvSpec.player_planes; moozi knows them for OpenSpiel "
+                          "tic-tac-toe and connect four; pgx boards are mover-relative already). Allowed for it: "
+                          "false")
+    from moozi.model.perspective import MoverView
+
+    return MoverView(spec.observation_shape[-1], config.targets.history_length, spec.player_planes)
 
 
 def _unknown_hint(config: Config, err: UnknownEnvError) -> str:

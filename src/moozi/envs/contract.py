@@ -108,6 +108,11 @@ class EnvSpec:
         permutation pairs with the identity first, or ``()`` for none (see
         :mod:`moozi.envs.symmetry`); ``learner.augment_symmetries`` trains
         on stored positions seen through them.
+      player_planes: ``(player 0's piece plane, player 1's piece plane,
+        to-play plane)`` (channels of one frame) for two-player games that
+        show both players the same board and whose rules treat both colours
+        alike, or ``()``; ``model.mover_relative`` relabels the board so the
+        mover is always player 0 (:mod:`moozi.model.perspective`).
     """
 
     name: str
@@ -119,6 +124,7 @@ class EnvSpec:
     observation_dtype: str = "float32"
     observation_scale: float = 1.0
     symmetries: tuple = ()
+    player_planes: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -149,6 +155,12 @@ class EnvSpec:
         why = check_symmetries(self.symmetries, shape, self.num_actions)
         if why is not None:
             _spec_fail("symmetries", "(...)" if isinstance(self.symmetries, tuple) else self.symmetries, why)
+        planes = self.player_planes
+        if planes != () and not (
+            self.num_players == 2 and isinstance(planes, tuple) and len(planes) == 3 and len(set(planes)) == 3
+            and all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < shape[-1] for p in planes)
+        ):
+            _spec_fail("player_planes", planes, f"() or, for a two-player game, 3 distinct channels in [0, {shape[-1]})")
 
     @property
     def two_player(self) -> bool:

@@ -238,6 +238,7 @@ class OpenSpielEnv(HostEnv):
                 observation_dtype="uint8" if self._game.get_type().short_name in BINARY_OBSERVATION_GAMES
                 else "float32",
                 symmetries=_symmetries(self._game),
+                player_planes=_player_planes(self._game),
             )
         except ConfigError as e:
             msg = f"{name}: check the game parameters; OpenSpiel built a game moozi cannot use: {e}"
@@ -311,6 +312,19 @@ def _symmetries(game) -> tuple:
         return cell_symmetries(3, 3)
     if name == "connect_four" and int(game.num_distinct_actions()) == shape[-1]:
         return column_mirror(shape[-2], shape[-1])
+    return ()
+
+
+def _player_planes(game) -> tuple:
+    """``(x plane, o plane, to-play plane)`` where moozi knows them and the rules treat both colours alike
+    (``EnvSpec.player_planes``): tic-tac-toe (planes empty, o, x) and connect four (x, o, empty); ``()``
+    for the others (breakthrough's rules have a direction; Go's komi favours a colour)."""
+    name = game.get_type().short_name
+    shape = tuple(int(d) for d in game.observation_tensor_shape())
+    if name == "tic_tac_toe" and shape == (3, 3, 3):
+        return (2, 1, 3)
+    if name == "connect_four" and len(shape) == 3 and shape[0] == 3:
+        return (0, 1, 3)
     return ()
 
 

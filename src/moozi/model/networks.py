@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from moozi.config import ModelConfig
+from moozi.model.perspective import MoverView, mover_view
 from moozi.model.transform import logits_to_scalar
 from moozi.types import ModelOutput
 
@@ -178,11 +179,15 @@ class Model:
       observation_shape: stacked observation shape ``(H, W, L*(C + A))`` for
         ``resnet``; any shape for ``mlp`` (flattened).
       num_actions: A, the augmented action-space size (dummy included).
+      mover_view: where set (``model.mover_relative``), observations are
+        relabelled so the mover is player 0 before the representation
+        (:mod:`moozi.model.perspective`).
     """
 
     config: ModelConfig
     observation_shape: tuple[int, ...]
     num_actions: int
+    mover_view: MoverView | None = None
 
     def __post_init__(self):
         if self.config.kind == "resnet" and len(self.observation_shape) != 3:
@@ -233,6 +238,10 @@ class Model:
                     f"num_actions={self.num_actions}, observation_shape={self.observation_shape})"
                 )
 
+    def _seen(self, observation):
+        """The observation as the representation sees it (the mover's view where configured)."""
+        return observation if self.mover_view is None else mover_view(observation, self.mover_view)
+
     def _output(self, hidden, value_logits, reward_logits, policy_logits) -> ModelOutput:
         return ModelOutput(
             hidden=hidden,
@@ -246,7 +255,7 @@ class Model:
     def represent(self, params, observation):
         """h: ``[B, *observation_shape]`` -> hidden ``[B, ...]``."""
         self.check_observation(observation)
-        return self.module.apply(params, observation, method="represent")
+        return self.module.apply(params, self._seen(observation), method="represent")
 
     def initial_inference(self, params, observation) -> ModelOutput:
         """h then f: ``[B, *observation_shape]`` -> ModelOutput (reward 0, reward logits constant)."""
@@ -257,7 +266,7 @@ class Model:
             value_logits, policy_logits = module.predict(hidden)
             return hidden, value_logits, policy_logits
 
-        hidden, value_logits, policy_logits = self.module.apply(params, observation, method=fn)
+        hidden, value_logits, policy_logits = self.module.apply(params, self._seen(observation), method=fn)
         # A delta at bin 0 (reward 0) in logit form; constant so it carries no gradient.
         zero_bin = self.config.support_size
         reward_logits = jnp.where(
@@ -283,6 +292,11 @@ class Model:
         return self.module.apply(params, hidden, method="project")
 
 
-def build_model(config: ModelConfig, observation_shape, num_actions: int) -> Model:
-    """Model for stacked observations of ``observation_shape`` and ``num_actions`` augmented actions."""
-    return Model(config, tuple(int(d) for d in observation_shape), int(num_actions))
+def build_model(config: ModelConfig, observation_shape, num_actions: int,
+                mover_view: MoverView | None = None) -> Model:
+    """Model for stacked observations of ``observation_shape`` and ``num_actions`` augmented actions
+    (``mover_view``: the plane layout when ``config.mover_relative``)."""
+    if config.mover_relative and mover_view is None:
+        raise ValueError("model.mover_relative = true needs the game's plane layout (mover_view)")
+    return Model(config, tuple(int(d) for d in observation_shape), int(num_actions),
+                 mover_view if config.mover_relative else None)
