@@ -1,13 +1,17 @@
-"""What ``learner.augment_symmetries`` costs: learner updates/s with it off and on.
+"""What ``learner.augment_symmetries`` (or another on/off switch, ``--key``) costs: learner updates/s
+with it off and on.
 
-For one preset (default ``tictactoe``), alternating rounds in fresh processes
+For one preset (default ``tictactoe``) and one boolean config key (default
+``learner.augment_symmetries``; e.g. ``--key model.mover_relative --preset
+openspiel-tictactoe``), alternating rounds in fresh processes
 (off, on, off, on, ...): a ``Learner`` built from the preset, its replay filled
 with synthetic two-player episodes shaped like the preset's game (random binary frames,
 Dirichlet search policies), then ``Learner.train(8, batch)`` chunks for
 ``--seconds`` after two warm-up chunks. Prints each round and the ratio of the
 median updates/s (on / off), measured in this one run.
 
-Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--rounds 3] [--seconds 20] [--json]``
+Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--key SECTION.NAME] [--rounds 3]
+[--seconds 20] [--json]``
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from moozi.learner import Learner
 from moozi.presets import load_preset
 from moozi.types import Trajectory
 
-preset, augment, seconds = sys.argv[1], sys.argv[2] == "on", float(sys.argv[3])
+preset, augment, seconds, key = sys.argv[1], sys.argv[2] == "on", float(sys.argv[3]), sys.argv[4]
 raw = load_preset(preset)
-raw.setdefault("learner", {})["augment_symmetries"] = augment
+section, name = key.split(".")
+raw.setdefault(section, {})[name] = augment
 config = config_from_dict(raw)
 env, model = build_parts(config)
 spec, a = env.spec, model.num_actions
@@ -57,12 +62,12 @@ print(json.dumps({"updates_per_s": n / (time.perf_counter() - t0), "symmetries":
 '''
 
 
-def probe(preset: str, augment: str, seconds: float) -> dict:
+def probe(preset: str, augment: str, seconds: float, key: str) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds)], env=env,
+    out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds), key], env=env,
                          capture_output=True, text=True, check=False)
     if out.returncode:
-        raise SystemExit(f"augment={augment} failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"{key}={augment} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -71,18 +76,19 @@ def main() -> None:
     p.add_argument("--preset", default="tictactoe")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--key", default="learner.augment_symmetries", help="a boolean config key, SECTION.NAME")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     rows = {"off": [], "on": []}
     for r in range(args.rounds):
         for mode in ("off", "on"):
-            res = probe(args.preset, mode, args.seconds)
+            res = probe(args.preset, mode, args.seconds, args.key)
             rows[mode].append(res["updates_per_s"])
             if not args.json:
-                print(f"round {r} augment {mode:3s}: {res['updates_per_s']:.1f} updates/s "
+                print(f"round {r} {args.key} {mode:3s}: {res['updates_per_s']:.1f} updates/s "
                       f"({res['symmetries']} symmetries)", flush=True)
     med = {m: statistics.median(v) for m, v in rows.items()}
-    report = {"preset": args.preset, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
+    report = {"preset": args.preset, "key": args.key, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
     print(json.dumps(report) if args.json else
           f"median: off {med['off']:.1f}, on {med['on']:.1f} updates/s; on / off = {report['ratio_on_off']:.3f}")
 
