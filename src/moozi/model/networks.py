@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from moozi.config import ModelConfig
-from moozi.model.perspective import MoverView, mover_view
+from moozi.model import perspective
+from moozi.model.perspective import MoverView
 from moozi.model.transform import logits_to_scalar
 from moozi.types import ModelOutput
 
@@ -240,7 +241,7 @@ class Model:
 
     def _seen(self, observation):
         """The observation as the representation sees it (the mover's view where configured)."""
-        return observation if self.mover_view is None else mover_view(observation, self.mover_view)
+        return observation if self.mover_view is None else perspective.mover_view(observation, self.mover_view)
 
     def _output(self, hidden, value_logits, reward_logits, policy_logits) -> ModelOutput:
         return ModelOutput(
