@@ -3,7 +3,8 @@
     python benchmarks/distributed.py throughput --preset breakout --minutes 4 --warmup 90
         local sync, Ray sync and Ray async runs of the same preset and seed, one after the
         other (`moozi train` subprocesses); env steps/s and updates/s after warm-up, the
-        achieved replay ratio, and the ratios Ray sync / local and async / sync.
+        achieved replay ratio, and the ratios Ray sync / local and async / sync
+        (``--only local-sync local-async``: both schedules in one process).
     python benchmarks/distributed.py acting --preset breakout --seconds 60
         acting only (no learner): W=1 versus W=2 Ray training workers, one CPU each.
     python benchmarks/distributed.py startup
@@ -87,6 +88,7 @@ def throughput(args) -> list[dict]:
     common = [f"schedule.seed={args.seed}", "output.log_every_epochs=5", *args.overrides]
     ray_res = [f"distributed.learner_cpus={args.learner_cpus}", f"distributed.cpus_per_worker={args.worker_cpus}"]
     variants = [("local-sync", ["distributed.backend=local", "schedule.kind=sync"]),
+                ("local-async", ["distributed.backend=local", "schedule.kind=async", *args.async_overrides]),
                 ("ray-sync", ["distributed.backend=ray", "schedule.kind=sync", *ray_res]),
                 ("ray-async", ["distributed.backend=ray", "schedule.kind=async", *ray_res, *args.async_overrides]),
                 ("ray-async-slow-learner", ["distributed.backend=ray", "schedule.kind=async", *ray_res,
@@ -94,7 +96,7 @@ def throughput(args) -> list[dict]:
                 ("ray-async-slow-workers", ["distributed.backend=ray", "schedule.kind=async", *ray_res,
                                             *args.async_overrides, "distributed.slowdown_workers=3"])]
     if not args.only:
-        variants = variants[:3]
+        variants = [v for v in variants if v[0] in ("local-sync", "ray-sync", "ray-async")]
     out = []
     for name, extra in variants:
         if args.only and name not in args.only:
@@ -112,6 +114,13 @@ def throughput(args) -> list[dict]:
                    "ray_sync_over_local_updates": by["ray-sync"]["updates_per_s"] / by["local-sync"]["updates_per_s"]}
         if "ray-async" in by:
             summary["async_over_sync_env_steps"] = by["ray-async"]["env_steps_per_s"] / by["ray-sync"]["env_steps_per_s"]
+        print(json.dumps(summary), flush=True)
+        out.append(summary)
+    if "local-sync" in by and "local-async" in by:
+        summary = {"mode": "ratios", "local_async_over_local_sync_env_steps":
+                   by["local-async"]["env_steps_per_s"] / by["local-sync"]["env_steps_per_s"],
+                   "local_async_over_local_sync_updates":
+                   by["local-async"]["updates_per_s"] / by["local-sync"]["updates_per_s"]}
         print(json.dumps(summary), flush=True)
         out.append(summary)
     return out
@@ -234,8 +243,8 @@ def main() -> int:
     p.add_argument("--learner-cpus", type=float, default=1.0)
     p.add_argument("--worker-cpus", type=float, default=1.0)
     p.add_argument("--only", nargs="*", default=None,
-                   help="variants to run: local-sync ray-sync ray-async ray-async-slow-learner ray-async-slow-workers "
-                        "(default: the first three)")
+                   help="variants to run: local-sync local-async ray-sync ray-async ray-async-slow-learner "
+                        "ray-async-slow-workers (default: local-sync ray-sync ray-async)")
     p.add_argument("--override", dest="overrides", action="append", default=[])
     p.add_argument("--async-override", dest="async_overrides", action="append", default=[])
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")

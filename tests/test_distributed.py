@@ -117,7 +117,15 @@ def test_async_keeps_the_ratio_and_the_policy_lag(tmp_path):
                   "schedule.max_policy_lag=2", "distributed.train_workers=2", "output.log_every_epochs=1")
     trainer = Trainer(cfg, tmp_path / "run")
     try:
-        counters = trainer.run()
+        counters = dict(trainer.run())
+        # The limiter holds from the moment replay is ready, not from the first finished update: a worker
+        # two segments ahead of a learner still compiling its first call waits.
+        st = trainer._async_state()
+        trainer.counters.update(updates=0, ready_env_steps=0, env_steps=2 * st["seg"])
+        assert not trainer._can_act(st, ready=True)
+        assert trainer._can_act(st, ready=False)  # filling replay
+        trainer.counters.update(updates=int(cfg.schedule.samples_per_env_step * 2 * st["seg"]) // cfg.schedule.batch_size)
+        assert trainer._can_act(st, ready=True)  # the learner caught up
     finally:
         trainer.close()
     s = cfg.schedule

@@ -602,9 +602,16 @@ class Trainer:
         slack = s.ratio_slack or int(s.updates_per_call * s.batch_size + seg * s.samples_per_env_step)
         return {"seg": seg, "slack": slack, "inflight": {}, "segments": 0}
 
-    def _can_act(self, st: dict) -> bool:
+    def _can_act(self, st: dict, ready: bool) -> bool:
+        """Whether a training worker may start a segment: always while replay fills, then within the rate limit.
+
+        The limit holds from the moment replay is ready, not from the first finished update: otherwise
+        the workers run free while the learner's first call compiles (~25k steps of breakout under Ray)
+        and the learner then trains on that data alone until it catches up (Reverb's limiter also
+        applies from ``min_size_to_sample`` on).
+        """
         s = self.config.schedule
-        if self.counters["updates"] == 0:
+        if not ready:
             return True  # filling replay: nothing to wait for
         trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
         acting = sum(1 for kind, _ in st["inflight"].values() if kind == "act")
@@ -652,7 +659,7 @@ class Trainer:
                     sl = self.slots[name]
                     if sl.handle is None:
                         continue
-                    if sl.kind == "train" and self._can_act(st):
+                    if sl.kind == "train" and self._can_act(st, ready):
                         fut = self.backend.call(sl.handle, "run", self.published)
                         track(fut, "act", (sl, self.version))
                         idle.discard(name)
