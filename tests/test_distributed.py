@@ -227,19 +227,33 @@ def test_reanalyze_with_new_params_changes_the_search_and_skips_stale_writes(rea
             assert not np.array_equal(now[:-1], before[e.source_id][:-1])
 
 
-def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path):
+@pytest.mark.parametrize("count_in_ratio", [True, False])
+def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path, count_in_ratio):
+    """Reanalyze interleaved in the sync epochs. Counted in the ratio, the reanalyzed positions buy updates
+    like acted steps (the epoch trains after acting, so on the positions reanalyzed up to the last epoch);
+    not counted, the updates are those of the acted steps alone."""
     cfg = _config("schedule.max_env_steps=160", "reanalyze.fraction=0.5", "reanalyze.positions_per_call=32",
-                  "reanalyze.envs=2", "output.log_every_epochs=1")
+                  "reanalyze.envs=2", "output.log_every_epochs=1", f"reanalyze.count_in_ratio={count_in_ratio}")
     trainer = Trainer(cfg, tmp_path / "run")
     try:
         counters = trainer.run()
     finally:
         trainer.close()
-    acted_since_training = counters["env_steps"]
-    assert counters["reanalyzed_positions"] > 0
-    assert counters["reanalyzed_positions"] <= acted_since_training + cfg.reanalyze.positions_per_call
+    acted = counters["env_steps"] - counters["ready_env_steps"]
+    reanalyzed = counters["reanalyzed_positions"]
+    assert reanalyzed > 0
+    assert reanalyzed <= counters["env_steps"] + cfg.reanalyze.positions_per_call
+    r, b = cfg.schedule.samples_per_env_step, cfg.schedule.batch_size
     rows = read_metrics(tmp_path / "run")
-    assert any("reanalyze/positions_per_s" in r and "reanalyze/kl" in r for r in rows)
+    assert any("reanalyze/positions_per_s" in row and "reanalyze/kl" in row for row in rows)
+    if count_in_ratio:
+        assert counters["updates"] > r * acted // b  # more than the acted steps alone pay for
+        assert counters["updates"] <= r * (acted + reanalyzed) // b
+        assert rows[-1]["ratio/per_env_step"] == pytest.approx(counters["updates"] * b / acted)
+        assert rows[-1]["ratio/achieved"] == pytest.approx(counters["updates"] * b / (acted + reanalyzed))
+    else:
+        assert counters["updates"] == r * acted // b
+        assert "ratio/per_env_step" not in rows[-1]
 
 
 def test_two_player_reanalyze_searches_only_the_legal_moves(tmp_path):

@@ -451,7 +451,8 @@ class ScheduleConfig:
       docs/distributed.md.
     samples_per_env_step: replay ratio, trained samples (updates x batch size)
       per environment step; honoured exactly over the run (sync) or within
-      ``ratio_slack`` (async).
+      ``ratio_slack`` (async). With reanalyze on, a reanalyzed position counts
+      as a step too (``reanalyze.count_in_ratio``).
     batch_size: learner batch size.
     min_replay_steps: stored steps needed before the first update.
     sync_every: sync: epochs between publishing learner params to the actors.
@@ -562,17 +563,25 @@ class ReanalyzeConfig:
     positions_per_call: positions (whole stored episodes, stalest search
       first) handed to a reanalyze worker per call.
     envs: stored episodes a reanalyze worker replays in lock-step (its batch).
+    count_in_ratio: a reanalyzed position counts like an acted step for
+      ``schedule.samples_per_env_step`` (MuZero Reanalyse: a fraction f of the
+      learner's fresh targets come from reanalysis, so the learner trains on
+      1 / (1 - f) times as many samples per env step). False: reanalyze only
+      refreshes stored targets and the updates per env step stay as without it.
     """
 
     fraction: float = 0.0
     positions_per_call: int = 512
     envs: int = 16
+    count_in_ratio: bool = True
 
     def __post_init__(self):
         o = "reanalyze"
         _number_in(o, "fraction", self.fraction, 0.0, 0.95)
         _positive_int(o, "positions_per_call", self.positions_per_call)
         _positive_int(o, "envs", self.envs)
+        if not isinstance(self.count_in_ratio, bool):
+            _fail(o, "count_in_ratio", self.count_in_ratio, "true or false")
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ parameters; batches and priorities stay inside the learner.
    episodes they finished, stored in worker order;
 2. the learner runs as many updates as keep ``updates * batch_size`` equal to
    ``schedule.samples_per_env_step`` times the environment steps collected
-   since training began (exact over the run, ``ratio/achieved``);
+   since training began, plus the positions reanalyzed (``reanalyze.count_in_ratio``)
+   (exact over the run, ``ratio/achieved``);
 3. with ``reanalyze.fraction`` f > 0, reanalyze workers re-search stored
-   episodes until reanalyzed positions reach f / (1 - f) times the acted steps;
+   episodes until reanalyzed positions reach f / (1 - f) times the acted steps
+   (they count in the next epoch's updates);
 4. every ``schedule.sync_every`` epochs the learner publishes params;
 5. every ``testing.every`` epochs the testing worker plays greedy games.
 
@@ -420,6 +422,14 @@ class Trainer:
         self.counters["ready_env_steps"] = self.counters["env_steps"]
         return False
 
+    def _fed(self) -> int:
+        """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed
+        positions when they count (MuZero Reanalyse: the learner's fresh targets come from both)."""
+        acted = self.counters["env_steps"] - self.counters["ready_env_steps"]
+        if self.config.reanalyze.fraction > 0 and self.config.reanalyze.count_in_ratio:
+            return acted + self.counters["reanalyzed_positions"]
+        return acted
+
     def _reanalyze_due(self) -> int:
         f = self.config.reanalyze.fraction
         if f <= 0 or self.counters["updates"] == 0:
@@ -546,8 +556,7 @@ class Trainer:
             stored.append(self._insert(episodes, metrics, row, block=False))  # the learner takes calls in order
         t1 = time.perf_counter()
         if self._ready() and not self._out_of_time():  # out of time: the due updates run on --resume
-            trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
-            due = math.floor(s.samples_per_env_step * trained / s.batch_size)
+            due = math.floor(s.samples_per_env_step * self._fed() / s.batch_size)
             todo = max(due - self.counters["updates"], 0)
             out = self._learner("train", todo, s.batch_size, self._lr_scale()) if todo else {}
             self.counters["updates"] += todo
@@ -613,9 +622,8 @@ class Trainer:
         s = self.config.schedule
         if not ready:
             return True  # filling replay: nothing to wait for
-        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
         acting = sum(1 for kind, _ in st["inflight"].values() if kind == "act")
-        ahead = s.samples_per_env_step * (trained + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
+        ahead = s.samples_per_env_step * (self._fed() + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
         return ahead <= st["slack"]
 
     def _can_learn(self, st: dict) -> bool:
@@ -625,9 +633,8 @@ class Trainer:
         learning = sum(1 for kind, _ in st["inflight"].values() if kind == "learn")
         if learning >= 2:
             return False
-        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
         samples = (self.counters["updates"] + (learning + 1) * s.updates_per_call) * s.batch_size
-        if samples > s.samples_per_env_step * trained + st["slack"]:
+        if samples > s.samples_per_env_step * self._fed() + st["slack"]:
             return False
         acting = [info[1] for kind, info in st["inflight"].values() if kind == "act"]
         return not acting or self.version + learning + 1 - min(acting) <= s.max_policy_lag
@@ -753,7 +760,7 @@ class Trainer:
         self._wall0 = wall0
         self._last_ckpt = start
         self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
-                        "epochs": self.counters["epochs"], "busy": {}}
+                        "epochs": self.counters["epochs"], "busy": {}, "fed": self._fed()}
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
         deadline = None if minutes is None else (start if started is None else started) + 60.0 * minutes
@@ -943,13 +950,16 @@ class Trainer:
         steps, updates = self.counters["env_steps"] - s0, self.counters["updates"] - u0
         out["perf/env_steps_per_s"] = steps / dt
         out["perf/updates_per_s"] = updates / dt
-        trained = self.counters["env_steps"] - self.counters["ready_env_steps"]
-        if trained > 0 and self.counters["updates"] > 0:
-            achieved = self.counters["updates"] * s.batch_size / trained
+        fed, acted = self._fed(), self.counters["env_steps"] - self.counters["ready_env_steps"]
+        if fed > 0 and self.counters["updates"] > 0:
+            achieved = self.counters["updates"] * s.batch_size / fed
             out["ratio/achieved"] = achieved
             out["ratio/error"] = achieved / s.samples_per_env_step - 1.0
-            if steps > 0 and u0 > 0:
-                out["ratio/window"] = updates * s.batch_size / steps
+            if fed != acted and acted > 0:  # reanalyzed positions count: the learner's reuse per env step
+                out["ratio/per_env_step"] = self.counters["updates"] * s.batch_size / acted
+            r0 = self._report["fed"]
+            if fed > r0 and u0 > 0:
+                out["ratio/window"] = updates * s.batch_size / (fed - r0)
         for name, sl in self.slots.items():
             if sl.kind == "train":
                 prev = self._report["busy"].get(name, 0.0)
@@ -977,6 +987,7 @@ class Trainer:
         out.update(self._check_health(out))
         self.metrics.write(out, step=self.counters["env_steps"])
         self._report["since"] = (now, self.counters["env_steps"], self.counters["updates"])
+        self._report["fed"] = fed
         self._report["epochs"] = self.counters["epochs"]
         if self.progress:
             self.progress(dict(self.counters), out, self.last_test)
