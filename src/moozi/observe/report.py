@@ -32,7 +32,7 @@ PANELS = [
     ("Throughput (env steps/s)", ["perf/env_steps_per_s"]),
     ("Updates/s", ["perf/updates_per_s"]),
     ("Search: root value and entropy", ["acting/root_value", "acting/policy_entropy"]),
-    ("Replay ratio (samples per env step)", ["ratio/achieved", "ratio/window"]),
+    ("Replay ratio (samples per env step)", ["ratio/achieved", "ratio/window", "ratio/per_env_step"]),
     ("Policy lag at sampling (versions)", ["lag/sampled_mean", "lag/sampled_p95"]),
     ("Replay size (steps)", ["replay/size_steps"]),
     ("Reanalyze |dv*|", ["reanalyze/abs_dv"]),
