@@ -1,6 +1,7 @@
 """The driver over backends: local semantics, Ray equivalence, async rate limiting, reanalyze, faults."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -322,6 +323,33 @@ def test_ray_sync_one_worker_equals_local(tmp_path):
     placement = json.loads((tmp_path / "ray" / "workers.json").read_text())
     assert set(placement) == {"learner", "actor", "tester"}
     assert len({p["pid"] for p in placement.values()}) == 3
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) >= 2:  # one CPU each: the learner keeps its core, the actor and the tester share the others
+        assert placement["learner"]["cores"] == cores[:1]
+        assert not set(placement["actor"]["cores"]) & set(placement["learner"]["cores"])
+        assert not set(placement["tester"]["cores"]) & set(placement["learner"]["cores"])
+
+
+def test_ray_cores_keep_the_learner_alone_where_the_node_has_cores_to_spare():
+    _ray()
+    from moozi.driver.distributed import core_plan, pinned_cores
+
+    two = [0, 1]
+    assert pinned_cores(two, 0, 1) == [0]  # the learner, one CPU
+    assert pinned_cores(two, 0, 1, keep=1) == [1] and pinned_cores(two, 1, 1, keep=1) == [1]  # actor, tester
+    assert pinned_cores(two, 0, 2) is None  # the learner on every core: not pinned
+    assert pinned_cores(two, 0, 1, keep=2) == [0] and pinned_cores(two, 1, 1, keep=2) == [1]  # nothing to spare
+    assert pinned_cores([0], 0, 1, keep=1) is None
+    assert pinned_cores([0, 1, 2], 0, 2, keep=1) == [1, 2]  # all the cores the learner leaves
+    sixteen = list(range(16))  # the GPU machine: learner 2 CPUs, workers 4 each
+    assert pinned_cores(sixteen, 0, 2) == [0, 1]
+    assert [pinned_cores(sixteen, r, 4, keep=2) for r in range(4)] == [
+        [2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13], [2, 3, 14, 15]]  # the fourth wraps around past the learner's
+    bundles = {"learner": 0, "actor": 1, "actor_1": 2, "tester": 3}
+    assert core_plan(bundles, {0: "a", 1: "a", 2: "b", 3: "b"}) == {
+        "learner": (0, 0), "actor": (0, 1), "actor_1": (0, 0), "tester": (1, 0)}
+    assert core_plan(bundles, {i: "" for i in range(4)}) == {
+        "learner": (0, 0), "actor": (0, 1), "actor_1": (1, 1), "tester": (2, 1)}
 
 
 @pytest.mark.slow

@@ -36,21 +36,46 @@ log = logging.getLogger("moozi")
 _MAX_TEMP_DIR = 40
 
 
-def _pin(index: int, cpus: float) -> None:
-    """Keep this process (and so XLA's thread pool, sized from the affinity mask) on ``cpus`` cores.
+def pinned_cores(cores: list[int], rank: int, cpus: float, keep: int = 0) -> list[int] | None:
+    """The cores a component keeps to (``None``: all of ``cores``, no pinning).
 
-    XLA:CPU ignores thread-count flags in current JAX; its pool follows the
-    affinity mask. Cores are chosen round-robin by the component's bundle index,
-    so components on one node spread over its cores.
+    ``keep`` leading cores are the learner's on this node (0 for the learner
+    itself and on other nodes): the other components share the rest,
+    round-robin by ``rank`` (their order among them on this node), so a tester
+    or reanalyzer never lands on the learner's core when the node has cores to
+    spare. A node with no core beyond the learner's is shared by all.
     """
+    pool = cores[keep:] if 0 < keep < len(cores) else list(cores)
+    want = max(int(cpus), 1)
+    if want >= len(pool):
+        return pool if len(pool) < len(cores) else None
+    start = rank * want
+    return sorted({pool[(start + i) % len(pool)] for i in range(want)})
+
+
+def _pin(rank: int, cpus: float, keep: int = 0) -> None:
+    """Keep this process (and so XLA's thread pool, sized from the affinity mask) on its cores
+    (:func:`pinned_cores`). XLA:CPU ignores thread-count flags in current JAX; its pool follows the affinity mask."""
     if not hasattr(os, "sched_setaffinity"):
         return
-    cores = sorted(os.sched_getaffinity(0))
-    want = max(int(cpus), 1)
-    if want >= len(cores):
-        return
-    start = index * want
-    os.sched_setaffinity(0, {cores[(start + i) % len(cores)] for i in range(want)})
+    cores = pinned_cores(sorted(os.sched_getaffinity(0)), rank, cpus, keep)
+    if cores is not None:
+        os.sched_setaffinity(0, set(cores))
+
+
+def core_plan(bundles: dict[str, int], nodes: dict[int, str], learner: str = "learner") -> dict[str, tuple[int, int]]:
+    """Each component's ``(rank, learner_on_node)`` for :func:`_pin`: its order among the non-learner components
+    placed on its node, and whether the learner shares that node (bundle index -> node id in ``nodes``)."""
+    plan, seen = {}, {}
+    learner_node = nodes.get(bundles.get(learner, -1))
+    for name, index in sorted(bundles.items(), key=lambda kv: kv[1]):
+        node = nodes.get(index)
+        if name == learner:
+            plan[name] = (0, 0)
+            continue
+        plan[name] = (seen.get(node, 0), int(node is not None and node == learner_node))
+        seen[node] = seen.get(node, 0) + 1
+    return plan
 
 
 class _Host:
@@ -68,7 +93,9 @@ class _Host:
     def info(self) -> dict:
         import socket
 
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname()}
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
+                "cores": cores}
 
 
 class RayHandle:
@@ -100,6 +127,8 @@ class RayBackend:
         self._temp = None
         self._pg = None
         self._bundles: dict[str, int] = {}
+        self._cores: dict[str, tuple[int, int]] = {}
+        self._resources: dict[str, Resources] = {}
         self._daemons = None  # (when found, pids of Ray's daemons on this machine)
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
@@ -136,6 +165,7 @@ class RayBackend:
         from ray.util.placement_group import placement_group
 
         bundles = []
+        self._resources = dict(requests)
         for i, (name, res) in enumerate(requests.items()):
             bundle = {"CPU": float(res.cpus)}
             if res.gpus:
@@ -159,6 +189,13 @@ class RayBackend:
                                f"{self.config.placement_timeout_s:g} s: " + "; ".join(missing)
                                + " (reduce distributed.train_workers / reanalyze_workers / cpus_per_worker, "
                                "or add nodes)")
+        try:  # which node holds each bundle, so components on one node share its cores sensibly (_pin)
+            from ray.util import placement_group_table
+
+            nodes = {int(i): n for i, n in placement_group_table(self._pg)["bundles_to_node_id"].items()}
+        except Exception:  # not known: as on one node (moozi's own Ray always is)
+            nodes = {i: "" for i in self._bundles.values()}
+        self._cores = core_plan(self._bundles, nodes)
 
     # --- the backend interface --------------------------------------------------------
 
@@ -171,7 +208,9 @@ class RayBackend:
         if self._pg is not None and name in self._bundles:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=self._bundles[name])
-        pin = (self._bundles.get(name, len(self._bundles)), resources.cpus)
+        rank, with_learner = self._cores.get(name, (self._bundles.get(name, len(self._bundles)), 0))
+        keep = max(int(self._resources["learner"].cpus), 1) if with_learner else 0
+        pin = (rank, resources.cpus, keep)
         actor = ray.remote(_Host).options(**options).remote(pin, factory, *args)
         return RayHandle(name, actor, resources)
 
