@@ -142,10 +142,8 @@ def acting(args) -> list[dict]:
         backend = RayBackend(config.distributed, run)
         try:
             names = [f"actor_{w}" for w in range(workers)]
-            # The learner here only hands out its initial params and then idles: named "params", it is not given
-            # a core of its own (a run's learner is), so the workers take one core each.
-            backend.reserve({"params": Resources(1.0), **{n: Resources(1.0) for n in names}})
-            learner = backend.spawn("params", LearnerHost, data, str(run), None, resources=Resources(1.0))
+            backend.reserve({"learner": Resources(1.0), **{n: Resources(1.0) for n in names}})
+            learner = backend.spawn("learner", LearnerHost, data, str(run), None, resources=Resources(1.0))
             actors = [backend.spawn(n, ActingHost, data, "train", w, 0, None, resources=Resources(1.0))
                       for w, n in enumerate(names)]
             backend.ready([learner, *actors])

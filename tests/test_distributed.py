@@ -73,11 +73,11 @@ print("RAY_IMPORTED", "ray" in sys.modules, rc)
 class _FlakyBackend(LocalBackend):
     """Kills a worker on its Nth ``run`` call (a process death, as the Ray backend reports it)."""
 
-    def __init__(self, victim, on_call):
-        self.victim, self.on_call, self.calls = victim, on_call, 0
+    def __init__(self, victim, on_call, methods=("run", "reanalyze")):
+        self.victim, self.on_call, self.calls, self.methods = victim, on_call, 0, methods
 
     def call(self, handle, method, *args):
-        if handle.name == self.victim and method in ("run", "reanalyze"):
+        if handle.name == self.victim and method in self.methods:
             self.calls += 1
             if self.calls == self.on_call:
                 self.kill(handle)
@@ -98,6 +98,23 @@ def test_a_dead_worker_is_restarted_and_its_segment_lost(tmp_path):
     # every stored episode is whole: replay validates first == 0 and last == length - 1 on insert
     rows = read_metrics(tmp_path / "run")
     assert rows[-1]["workers/restarts"] == 1
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_dead_learner_is_restored_once_whatever_was_in_flight(tmp_path, kind):
+    # Two workers: two insertions go to the learner before it is next asked anything, and both fail. The first
+    # failure restores it; the other one (and any call in flight to the dead learner) must not restore it again.
+    cfg = _config("distributed.train_workers=2", "schedule.max_env_steps=160", "distributed.restart_backoff_s=0",
+                  f"schedule.kind={kind}")
+    backend = _FlakyBackend("learner", on_call=5, methods=("add_episodes",))
+    trainer = Trainer(cfg, tmp_path / "run", backend=backend)
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    assert backend.calls > 5  # the new learner took insertions after the restore
+    assert counters["restarts"] == 1
+    assert counters["env_steps"] >= 160 and counters["updates"] > 0
 
 
 def test_restarts_are_bounded(tmp_path):
@@ -324,32 +341,37 @@ def test_ray_sync_one_worker_equals_local(tmp_path):
     assert set(placement) == {"learner", "actor", "tester"}
     assert len({p["pid"] for p in placement.values()}) == 3
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cores) >= 2:  # one CPU each: the learner keeps its core, the actor and the tester share the others
-        assert placement["learner"]["cores"] == cores[:1]
-        assert not set(placement["actor"]["cores"]) & set(placement["learner"]["cores"])
-        assert not set(placement["tester"]["cores"]) & set(placement["learner"]["cores"])
+    if len(cores) >= 2:  # sync, one CPU each: the three spread round-robin over the cores
+        assert [placement[n]["cores"] for n in ("learner", "actor", "tester")] == [
+            cores[:1], cores[1:2], cores[2 % len(cores):2 % len(cores) + 1]]
 
 
-def test_ray_cores_keep_the_learner_alone_where_the_node_has_cores_to_spare():
+def test_ray_cores_keep_an_async_learner_alone_where_the_node_has_cores_to_spare():
     _ray()
+    from moozi.driver.backend import Resources
     from moozi.driver.distributed import core_plan, pinned_cores
 
     two = [0, 1]
     assert pinned_cores(two, 0, 1) == [0]  # the learner, one CPU
-    assert pinned_cores(two, 0, 1, keep=1) == [1] and pinned_cores(two, 1, 1, keep=1) == [1]  # actor, tester
-    assert pinned_cores(two, 0, 2) is None  # the learner on every core: not pinned
-    assert pinned_cores(two, 0, 1, keep=2) == [0] and pinned_cores(two, 1, 1, keep=2) == [1]  # nothing to spare
-    assert pinned_cores([0], 0, 1, keep=1) is None
-    assert pinned_cores([0, 1, 2], 0, 2, keep=1) == [1, 2]  # all the cores the learner leaves
+    assert pinned_cores(two, 0, 1, skip=1) == [1] and pinned_cores(two, 1, 1, skip=1) == [1]  # actor, tester
+    assert pinned_cores(two, 0, 2) is None  # every core: not pinned
+    assert pinned_cores(two, 0, 1, skip=2) == [0] and pinned_cores(two, 1, 1, skip=2) == [1]  # none to spare
+    assert pinned_cores([0], 0, 1, skip=1) is None
+    assert pinned_cores([0, 1, 2], 0, 2, skip=1) == [1, 2]  # all the cores the learner leaves
     sixteen = list(range(16))  # the GPU machine: learner 2 CPUs, workers 4 each
     assert pinned_cores(sixteen, 0, 2) == [0, 1]
-    assert [pinned_cores(sixteen, r, 4, keep=2) for r in range(4)] == [
+    assert [pinned_cores(sixteen, s, 4, skip=2) for s in (0, 4, 8, 12)] == [
         [2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13], [2, 3, 14, 15]]  # the fourth wraps around past the learner's
-    bundles = {"learner": 0, "actor": 1, "actor_1": 2, "tester": 3}
-    assert core_plan(bundles, {0: "a", 1: "a", 2: "b", 3: "b"}) == {
-        "learner": (0, 0), "actor": (0, 1), "actor_1": (0, 0), "tester": (1, 0)}
-    assert core_plan(bundles, {i: "" for i in range(4)}) == {
-        "learner": (0, 0), "actor": (0, 1), "actor_1": (1, 1), "tester": (2, 1)}
+    one, four = Resources(1.0), Resources(4.0)
+    learner = Resources(2.0, own_cores=True)
+    requests = {"learner": learner, "actor": four, "actor_1": four, "tester": four}
+    assert core_plan(requests, {}) == {  # one node
+        "learner": (0, 0), "actor": (0, 2), "actor_1": (4, 2), "tester": (8, 2)}
+    assert core_plan(requests, {"learner": "a", "actor": "a", "actor_1": "b", "tester": "b"}) == {
+        "learner": (0, 0), "actor": (0, 2), "actor_1": (0, 0), "tester": (4, 0)}
+    sync = {"learner": Resources(1.0), "actor": one, "actor_1": one, "tester": one}  # sync: all spread
+    assert core_plan(sync, {}) == {"learner": (0, 0), "actor": (1, 0), "actor_1": (2, 0), "tester": (3, 0)}
+    assert [pinned_cores(two, s, 1) for s, _ in core_plan(sync, {}).values()] == [[0], [1], [0], [1]]
 
 
 @pytest.mark.slow
@@ -387,6 +409,10 @@ def test_ray_multi_node_cluster_async_with_reanalyze(tmp_path):
         assert counters["env_steps"] >= 320 and counters["updates"] > 0
         placement = json.loads((tmp_path / "run" / "workers.json").read_text())
         assert len({p["node"] for p in placement.values()}) == 2, placement
+        mine = placement["learner"]  # async: no component on the learner's node shares its core
+        if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else []) > 1:
+            assert all(not set(p["cores"]) & set(mine["cores"]) for n, p in placement.items()
+                       if n != "learner" and p["node"] == mine["node"]), placement
         rows = read_metrics(tmp_path / "run")
         assert any("ratio/achieved" in r for r in rows)
     finally:

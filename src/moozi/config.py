@@ -507,9 +507,9 @@ class DistributedConfig:
     reanalyze_workers: R, reanalyze workers (used when ``reanalyze.fraction`` > 0).
     cpus_per_worker: CPUs reserved for (and XLA threads of) each worker.
     learner_cpus / learner_gpus: resources of the learner (which owns replay).
-      On Ray each component is pinned to that many cores; where a node has
-      cores beyond the learner's, those are shared by the other components
-      and the learner's stay its own.
+      On Ray each component is pinned to that many cores, round-robin per
+      node; in an async run, where a node has cores beyond the learner's,
+      the learner's stay its own and the other components share the rest.
     max_restarts: restarts allowed per worker slot before the run fails.
     restart_backoff_s: first wait before a restart (doubles per restart of the slot).
     object_store_mb: ray only: object store size when moozi starts Ray.

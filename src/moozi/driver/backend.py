@@ -35,10 +35,15 @@ class WorkerDied(RuntimeError):
 
 @dataclass(frozen=True)
 class Resources:
-    """What one component needs: CPUs (also its XLA thread count) and GPUs."""
+    """What one component needs: CPUs (also its XLA thread count) and GPUs.
+
+    ``own_cores``: the component runs while the others do (the async
+    learner) and keeps its cores to itself where its node has cores to spare
+    (Ray's core pinning; the local backend ignores it)."""
 
     cpus: float = 1.0
     gpus: float = 0.0
+    own_cores: bool = False
 
 
 DEFAULT_RESOURCES = Resources()

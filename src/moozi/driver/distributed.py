@@ -36,45 +36,49 @@ log = logging.getLogger("moozi")
 _MAX_TEMP_DIR = 40
 
 
-def pinned_cores(cores: list[int], rank: int, cpus: float, keep: int = 0) -> list[int] | None:
-    """The cores a component keeps to (``None``: all of ``cores``, no pinning).
-
-    ``keep`` leading cores are the learner's on this node (0 for the learner
-    itself and on other nodes): the other components share the rest,
-    round-robin by ``rank`` (their order among them on this node), so a tester
-    or reanalyzer never lands on the learner's core when the node has cores to
-    spare. A node with no core beyond the learner's is shared by all.
-    """
-    pool = cores[keep:] if 0 < keep < len(cores) else list(cores)
+def pinned_cores(cores: list[int], start: int, cpus: float, skip: int = 0) -> list[int] | None:
+    """The cores a component keeps to (``None``: all of ``cores``, no pinning): ``cpus`` of them from
+    position ``start`` (round-robin) of ``cores`` without its first ``skip`` (the cores components with
+    ``own_cores`` hold on this node; when they hold all, nothing is skipped)."""
+    pool = cores[skip:] if 0 < skip < len(cores) else list(cores)
     want = max(int(cpus), 1)
     if want >= len(pool):
         return pool if len(pool) < len(cores) else None
-    start = rank * want
     return sorted({pool[(start + i) % len(pool)] for i in range(want)})
 
 
-def _pin(rank: int, cpus: float, keep: int = 0) -> None:
+def _pin(start: int, cpus: float, skip: int = 0) -> None:
     """Keep this process (and so XLA's thread pool, sized from the affinity mask) on its cores
     (:func:`pinned_cores`). XLA:CPU ignores thread-count flags in current JAX; its pool follows the affinity mask."""
     if not hasattr(os, "sched_setaffinity"):
         return
-    cores = pinned_cores(sorted(os.sched_getaffinity(0)), rank, cpus, keep)
+    cores = pinned_cores(sorted(os.sched_getaffinity(0)), start, cpus, skip)
     if cores is not None:
         os.sched_setaffinity(0, set(cores))
 
 
-def core_plan(bundles: dict[str, int], nodes: dict[int, str], learner: str = "learner") -> dict[str, tuple[int, int]]:
-    """Each component's ``(rank, learner_on_node)`` for :func:`_pin`: its order among the non-learner components
-    placed on its node, and whether the learner shares that node (bundle index -> node id in ``nodes``)."""
-    plan, seen = {}, {}
-    learner_node = nodes.get(bundles.get(learner, -1))
-    for name, index in sorted(bundles.items(), key=lambda kv: kv[1]):
-        node = nodes.get(index)
-        if name == learner:
-            plan[name] = (0, 0)
-            continue
-        plan[name] = (seen.get(node, 0), int(node is not None and node == learner_node))
-        seen[node] = seen.get(node, 0) + 1
+def core_plan(requests: dict[str, Resources], nodes: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """Each component's ``(start, skip)`` for :func:`_pin`, node by node (``nodes``: component -> node id).
+
+    Components with ``own_cores`` take the node's first cores in order; the
+    others go round-robin, ``cpus`` at a time, over the cores left (all of the
+    node's when nothing is left). So an async learner never shares its core
+    with a tester or reanalyzer on a node with cores to spare, and in a sync
+    run (no ``own_cores``) every component spreads over all cores.
+    """
+    plan: dict[str, tuple[int, int]] = {}
+    held: dict[str, int] = {}
+    for name, res in requests.items():
+        if res.own_cores:
+            node = nodes.get(name, "")
+            plan[name] = (held.get(node, 0), 0)
+            held[node] = held.get(node, 0) + max(int(res.cpus), 1)
+    ranks: dict[str, int] = {}
+    for name, res in requests.items():
+        if not res.own_cores:
+            node = nodes.get(name, "")
+            plan[name] = (ranks.get(node, 0), held.get(node, 0))
+            ranks[node] = ranks.get(node, 0) + max(int(res.cpus), 1)
     return plan
 
 
@@ -128,7 +132,6 @@ class RayBackend:
         self._pg = None
         self._bundles: dict[str, int] = {}
         self._cores: dict[str, tuple[int, int]] = {}
-        self._resources: dict[str, Resources] = {}
         self._daemons = None  # (when found, pids of Ray's daemons on this machine)
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
@@ -165,7 +168,6 @@ class RayBackend:
         from ray.util.placement_group import placement_group
 
         bundles = []
-        self._resources = dict(requests)
         for i, (name, res) in enumerate(requests.items()):
             bundle = {"CPU": float(res.cpus)}
             if res.gpus:
@@ -192,10 +194,11 @@ class RayBackend:
         try:  # which node holds each bundle, so components on one node share its cores sensibly (_pin)
             from ray.util import placement_group_table
 
-            nodes = {int(i): n for i, n in placement_group_table(self._pg)["bundles_to_node_id"].items()}
+            by_index = {int(i): n for i, n in placement_group_table(self._pg)["bundles_to_node_id"].items()}
+            nodes = {name: by_index.get(i, "") for name, i in self._bundles.items()}
         except Exception:  # not known: as on one node (moozi's own Ray always is)
-            nodes = {i: "" for i in self._bundles.values()}
-        self._cores = core_plan(self._bundles, nodes)
+            nodes = {}
+        self._cores = core_plan(requests, nodes)
 
     # --- the backend interface --------------------------------------------------------
 
@@ -208,9 +211,8 @@ class RayBackend:
         if self._pg is not None and name in self._bundles:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=self._bundles[name])
-        rank, with_learner = self._cores.get(name, (self._bundles.get(name, len(self._bundles)), 0))
-        keep = max(int(self._resources["learner"].cpus), 1) if with_learner else 0
-        pin = (rank, resources.cpus, keep)
+        start, skip = self._cores.get(name, (0, 0))
+        pin = (start, resources.cpus, skip)
         actor = ray.remote(_Host).options(**options).remote(pin, factory, *args)
         return RayHandle(name, actor, resources)
 

@@ -157,8 +157,9 @@ class Trainer:
             if config.reanalyze.fraction > 0:
                 slots += [Slot(f"reanalyzer_{r}", "reanalyze", r) for r in range(d.reanalyze_workers)]
             worker = Resources(d.cpus_per_worker)
-            self.backend.reserve({"learner": Resources(d.learner_cpus, d.learner_gpus),
+            self.backend.reserve({"learner": self._learner_resources(),
                                   **{sl.name: worker for sl in slots}})
+            self._learner_generation = 0  # restorations of the learner so far (see _recover_learner)
             self.learner_handle = self._spawn_learner()
             for sl in slots:
                 self._spawn(sl, wait=False)
@@ -190,9 +191,13 @@ class Trainer:
     # --- components -------------------------------------------------------------------
 
     def _spawn_learner(self):
-        d = self.config.distributed
         return self.backend.spawn("learner", LearnerHost, self._config_dict, str(self.run_dir), self._versions,
-                                  resources=Resources(d.learner_cpus, d.learner_gpus))
+                                  resources=self._learner_resources())
+
+    def _learner_resources(self) -> Resources:
+        # Async: the learner trains while the workers act, so it keeps its cores to itself (a sync epoch takes turns).
+        d = self.config.distributed
+        return Resources(d.learner_cpus, d.learner_gpus, own_cores=self.config.schedule.kind == "async")
 
     def _placed(self, handles) -> None:
         """Wait for components to be built; record where each runs (``workers.json``: name, pid, node)."""
@@ -270,8 +275,15 @@ class Trainer:
                     continue
         (self.run_dir / "workers.json").write_text(json.dumps(self.placement, indent=1))
 
-    def _recover_learner(self, error: Exception) -> None:
-        """The learner died: a new one restored from the last checkpoint (or fresh, if none yet)."""
+    def _recover_learner(self, error: Exception, generation: int) -> None:
+        """The learner died: a new one restored from the last checkpoint (or fresh, if none yet).
+
+        ``generation``: the learner a failed call went to. Every call in flight to a dead learner fails;
+        only the first failure restores, the others (an older generation) find the new learner in place.
+        """
+        if generation != self._learner_generation:
+            return
+        self._learner_generation += 1
         self.counters["restarts"] += 1
         self._stats_request = None
         log.warning("the learner died (%s); restoring it from the last checkpoint", error)
@@ -294,18 +306,19 @@ class Trainer:
 
     def _learner(self, method: str, *args):
         """A blocking learner call (the learner restored and the call repeated once if it died)."""
+        generation = self._learner_generation
         try:
             return self.backend.get(self.backend.call(self.learner_handle, method, *args))
         except WorkerDied as e:
-            self._recover_learner(e)
+            self._recover_learner(e, generation)
             return self.backend.get(self.backend.call(self.learner_handle, method, *args))
 
-    def _get_learner(self, future):
-        """The result of a learner call made earlier (None if the learner died meanwhile: it is restored)."""
+    def _get_learner(self, future, generation: int):
+        """The result of an insertion made earlier (no lags if the learner died meanwhile: it is restored)."""
         try:
             return self.backend.get(future)
         except WorkerDied as e:
-            self._recover_learner(e)
+            self._recover_learner(e, generation)
             return {"lag": []}
 
     def _learner_version(self) -> int:
@@ -553,7 +566,7 @@ class Trainer:
                 self._restart(sl, e)
                 continue
             sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
-            stored.append(self._insert(episodes, metrics, row, block=False))  # the learner takes calls in order
+            stored.append((self._insert(episodes, metrics, row, block=False), self._learner_generation))
         t1 = time.perf_counter()
         if self._ready() and not self._out_of_time():  # out of time: the due updates run on --resume
             due = math.floor(s.samples_per_env_step * self._fed() / s.batch_size)
@@ -563,8 +576,8 @@ class Trainer:
             for k, v in out.items():
                 row.setdefault(k, []).append(v)
             row.setdefault("train/updates_this_epoch", []).append(todo)
-        for fut in stored:
-            self._stored(self._get_learner(fut), row)
+        for fut, generation in stored:  # the learner takes calls in order
+            self._stored(self._get_learner(fut, generation), row)
         t2 = time.perf_counter()
         if not self._out_of_time():
             self._reanalyze_sync(row)
@@ -681,7 +694,7 @@ class Trainer:
                         idle.discard(name)
                 while ready and self._can_learn(st):
                     track(self.backend.call(self.learner_handle, "train_and_publish", s.updates_per_call,
-                                            s.batch_size, self._lr_scale()), "learn", (None, self.version))
+                                            s.batch_size, self._lr_scale()), "learn", (None, self._learner_generation))
                 every = self.config.testing.every
                 if (every and self.counters["updates"] > 0 and self.counters["epochs"] >= test_due_epoch + every
                         and self.slots["tester"].handle is not None
@@ -707,8 +720,8 @@ class Trainer:
                 try:
                     result = self.backend.get(fut)
                 except WorkerDied as e:
-                    if sl is None:  # a learner call: the learner died
-                        self._recover_learner(e)
+                    if sl is None:  # a learner call (info: the learner's generation): the learner died
+                        self._recover_learner(e, info)
                         ready = self._ready()
                     else:
                         self._restart(sl, e)
@@ -718,7 +731,7 @@ class Trainer:
                 if kind == "act":
                     episodes, metrics = result
                     sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
-                    track(self._insert(episodes, metrics, row, block=False), "store", (None, 0))
+                    track(self._insert(episodes, metrics, row, block=False), "store", (None, self._learner_generation))
                     idle.add(sl.name)
                     st["segments"] += 1
                     self.counters["epochs"] = st["segments"] // self.config.distributed.train_workers
