@@ -36,12 +36,17 @@ log = logging.getLogger("moozi")
 _MAX_TEMP_DIR = 40
 
 
+def _whole(cpus: float) -> int:
+    """The cores (and threads) a CPU request stands for: at least one."""
+    return max(int(cpus), 1)
+
+
 def pinned_cores(cores: list[int], start: int, cpus: float, skip: int = 0) -> list[int] | None:
     """The cores a component keeps to (``None``: all of ``cores``, no pinning): ``cpus`` of them from
     position ``start`` (round-robin) of ``cores`` without its first ``skip`` (the cores components with
     ``own_cores`` hold on this node; when they hold all, nothing is skipped)."""
     pool = cores[skip:] if 0 < skip < len(cores) else list(cores)
-    want = max(int(cpus), 1)
+    want = _whole(cpus)
     if want >= len(pool):
         return pool if len(pool) < len(cores) else None
     return sorted({pool[(start + i) % len(pool)] for i in range(want)})
@@ -72,13 +77,13 @@ def core_plan(requests: dict[str, Resources], nodes: dict[str, str]) -> dict[str
         if res.own_cores:
             node = nodes.get(name, "")
             plan[name] = (held.get(node, 0), 0)
-            held[node] = held.get(node, 0) + max(int(res.cpus), 1)
+            held[node] = held.get(node, 0) + _whole(res.cpus)
     ranks: dict[str, int] = {}
     for name, res in requests.items():
         if not res.own_cores:
             node = nodes.get(name, "")
             plan[name] = (ranks.get(node, 0), held.get(node, 0))
-            ranks[node] = ranks.get(node, 0) + max(int(res.cpus), 1)
+            ranks[node] = ranks.get(node, 0) + _whole(res.cpus)
     return plan
 
 
@@ -111,7 +116,7 @@ class RayHandle:
 
 def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
     """Environment variables that keep a worker's BLAS threads within its CPUs (XLA's: :func:`_pin`)."""
-    n = max(int(cpus), 1)
+    n = _whole(cpus)
     env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n),
            **compile_cache.forward_env()}
     if gpus == 0:
