@@ -75,8 +75,11 @@ class _FlakyBackend(LocalBackend):
 
     def __init__(self, victim, on_call, methods=("run", "reanalyze")):
         self.victim, self.on_call, self.calls, self.methods = victim, on_call, 0, methods
+        self.after: list[str] = []  # the methods called after the kill, in order
 
     def call(self, handle, method, *args):
+        if self.calls >= self.on_call:
+            self.after.append(method)
         if handle.name == self.victim and method in self.methods:
             self.calls += 1
             if self.calls == self.on_call:
@@ -115,6 +118,44 @@ def test_a_dead_learner_is_restored_once_whatever_was_in_flight(tmp_path, kind):
     assert backend.calls > 5  # the new learner took insertions after the restore
     assert counters["restarts"] == 1
     assert counters["env_steps"] >= 160 and counters["updates"] > 0
+
+
+@pytest.mark.parametrize("kind, method", [("sync", "publish"), ("sync", "target_params"), ("sync", "train"),
+                                          ("async", "reanalyze_batch"), ("async", "target_params"),
+                                          ("async", "train_and_publish")])
+def test_a_learner_death_restores_the_learner_once_and_restarts_no_worker(tmp_path, kind, method):
+    # The learner dies on a call whose pending result a worker takes as input (published params, the
+    # reanalyze target params or batch), so the worker's call fails with the learner's death; or on a training
+    # call, which must not be repeated on the restored learner (no checkpoint yet: its replay is empty). The
+    # learner is restored once; the workers, alive, are not restarted; reanalysis goes on.
+    cfg = _config("distributed.train_workers=2", "schedule.max_env_steps=320", "distributed.restart_backoff_s=0",
+                  f"schedule.kind={kind}", "reanalyze.fraction=0.5", "reanalyze.positions_per_call=32",
+                  "reanalyze.envs=2")
+    backend = _FlakyBackend("learner", on_call=2, methods=(method,))
+    trainer = Trainer(cfg, tmp_path / "run", backend=backend)
+    try:
+        counters = trainer.run()
+    finally:
+        trainer.close()
+    assert backend.calls > 2  # the new learner was asked again after the restore
+    assert counters["restarts"] == 1
+    assert all(sl.incarnation == 0 for sl in trainer.slots.values()), {n: sl.incarnation for n, sl in
+                                                                       trainer.slots.items()}
+    assert counters["env_steps"] >= 320 and counters["updates"] > 0
+    assert "apply_reanalyzed" in backend.after  # reanalysis went on with the restored learner
+
+
+def test_a_learner_death_while_saving_keeps_the_last_checkpoint(tmp_path):
+    cfg = _config("schedule.max_env_steps=96")
+    backend = _FlakyBackend("learner", on_call=1, methods=("save",))
+    trainer = Trainer(cfg, tmp_path / "run", backend=backend)
+    try:
+        counters = trainer.run()  # its final save fails: the run still ends normally
+        assert trainer.save() is not None  # the restored learner saves again
+    finally:
+        trainer.close()
+    assert counters["restarts"] == 1
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("step_*")] == ["step_000000000"]
 
 
 def test_restarts_are_bounded(tmp_path):
@@ -372,6 +413,75 @@ def test_ray_cores_keep_an_async_learner_alone_where_the_node_has_cores_to_spare
     sync = {"learner": Resources(1.0), "actor": one, "actor_1": one, "tester": one}  # sync: all spread
     assert core_plan(sync, {}) == {"learner": (0, 0), "actor": (1, 0), "actor_1": (2, 0), "tester": (3, 0)}
     assert [pinned_cores(two, s, 1) for s, _ in core_plan(sync, {}).values()] == [[0], [1], [0], [1]]
+
+
+class _Dies:
+    """A component whose process can end itself (a Ray actor's death, as a SIGKILL would)."""
+
+    def exit_after(self, seconds):
+        time.sleep(seconds)
+        os._exit(1)
+
+    def echo(self, x):
+        return x
+
+
+@pytest.mark.slow
+def test_ray_names_the_component_whose_death_failed_a_call(tmp_path):
+    # A reanalyzer's call takes the learner's pending result (a batch) as input; the learner dies before it is
+    # ready: the call fails with the learner's death, and the driver must hear "learner", not "reanalyzer_0".
+    _ray()
+    from moozi.driver.distributed import RayBackend
+
+    backend = RayBackend(_config("distributed.backend=ray").distributed, tmp_path / "run")
+    try:
+        learner, reanalyzer = backend.spawn("learner", _Dies), backend.spawn("reanalyzer_0", _Dies)
+        batch = backend.call(learner, "exit_after", 1.0)
+        with pytest.raises(WorkerDied) as died:
+            backend.get(backend.call(reanalyzer, "echo", batch))
+        assert died.value.name == "learner"
+        assert backend.get(backend.call(reanalyzer, "echo", 7)) == 7  # the reanalyzer itself is alive
+        with pytest.raises(WorkerDied) as died:
+            backend.get(backend.call(learner, "echo", 1))
+        assert died.value.name == "learner"
+    finally:
+        backend.shutdown()
+
+
+def test_a_ray_driver_keeps_its_jax_off_the_accelerator(tmp_path, monkeypatch):
+    _ray()
+    import moozi.driver.distributed as distributed
+    import moozi.driver.trainer as trainer_module
+
+    before = jax.config.jax_platforms
+    try:
+        monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+        jax.config.update("jax_platforms", None)
+        distributed.keep_driver_on_host()
+        assert jax.config.jax_platforms == "cpu"
+        jax.config.update("jax_platforms", None)
+        monkeypatch.setenv("JAX_PLATFORMS", "cuda,cpu")  # the user's choice is kept
+        distributed.keep_driver_on_host()
+        assert jax.config.jax_platforms is None
+    finally:
+        jax.config.update("jax_platforms", before)
+
+    # The trainer of a Ray run does it before its first JAX computation (building the game); a local run never.
+    calls = []
+
+    class _Stop(Exception):
+        pass
+
+    def build_parts(config):
+        calls.append("build")
+        raise _Stop
+
+    monkeypatch.setattr(distributed, "keep_driver_on_host", lambda: calls.append("host"))
+    monkeypatch.setattr(trainer_module, "build_parts", build_parts)
+    for backend in ("ray", "local"):
+        with pytest.raises(_Stop):
+            Trainer(_config(f"distributed.backend={backend}"), tmp_path / backend)
+    assert calls == ["host", "build", "build"]
 
 
 @pytest.mark.slow

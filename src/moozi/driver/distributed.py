@@ -87,6 +87,23 @@ def core_plan(requests: dict[str, Resources], nodes: dict[str, str]) -> dict[str
     return plan
 
 
+def keep_driver_on_host() -> None:
+    """Keep the driver's JAX on the CPU (call before it first computes anything).
+
+    The driver of a Ray run hands numpy between components; it reserves no
+    accelerator, so it must not take one: JAX gives the first process to touch a
+    GPU 75% of its memory, which would leave the learner, the component that
+    asked for the GPU, the rest (and the driver's small computations would queue
+    kernels beside the learner's). Tournaments and gating, which the driver runs
+    itself, run on the CPU too. A ``JAX_PLATFORMS`` the user set is kept.
+    """
+    if os.environ.get("JAX_PLATFORMS"):
+        return
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+
+
 class _Host:
     """A component inside a Ray actor."""
 
@@ -138,6 +155,7 @@ class RayBackend:
         self._bundles: dict[str, int] = {}
         self._cores: dict[str, tuple[int, int]] = {}
         self._daemons = None  # (when found, pids of Ray's daemons on this machine)
+        self._names: dict[str, str] = {}  # actor id (hex) -> component name, to tell who died
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
         if config.address:
@@ -219,6 +237,7 @@ class RayBackend:
         start, skip = self._cores.get(name, (0, 0))
         pin = (start, resources.cpus, skip)
         actor = ray.remote(_Host).options(**options).remote(pin, factory, *args)
+        self._names[actor._actor_id.hex()] = name
         return RayHandle(name, actor, resources)
 
     def ready(self, handles) -> dict[str, dict]:
@@ -253,7 +272,9 @@ class RayBackend:
                 return ray.get(future.ref)
             except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError,
                     ray.exceptions.RayActorError) as e:
-                raise WorkerDied(future.name, _cause(e)) from None
+                # Name the component that died: a call whose argument was another's pending result (a
+                # reanalyze batch, params from the learner) fails with that component's death, not its own.
+                raise WorkerDied(self._names.get(e.actor_id, future.name), _cause(e)) from None
             except ray.exceptions.RayTaskError as e:
                 raise e.as_instanceof_cause() from None
         return ray.get(future)

@@ -70,6 +70,7 @@ log = logging.getLogger("moozi")
 # The share of value or reward targets beyond the support that earns a console warning (the metric is always logged).
 _SUPPORT_WARN_SHARE = 0.01
 
+LEARNER = "learner"  # the learner's component name (a worker's failed call names who died)
 NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
 HEALTH_REPEAT_S = 600.0  # a health verdict that flaps is warned about at most this often
 
@@ -118,6 +119,10 @@ class Trainer:
         self.config = config
         self.run_dir = Path(run_dir)
         self.progress = progress
+        if backend is None and config.distributed.backend == "ray":
+            from moozi.driver.distributed import keep_driver_on_host
+
+            keep_driver_on_host()  # before the driver's first JAX computation (building the game below)
         # Build the game and model first: a bad name or shape fails before anything is written.
         env, _ = build_parts(config)
         self.spec = env.spec
@@ -157,7 +162,7 @@ class Trainer:
             if config.reanalyze.fraction > 0:
                 slots += [Slot(f"reanalyzer_{r}", "reanalyze", r) for r in range(d.reanalyze_workers)]
             worker = Resources(d.cpus_per_worker)
-            self.backend.reserve({"learner": self._learner_resources(),
+            self.backend.reserve({LEARNER: self._learner_resources(),
                                   **{sl.name: worker for sl in slots}})
             self._learner_generation = 0  # restorations of the learner so far (see _recover_learner)
             self.learner_handle = self._spawn_learner()
@@ -191,7 +196,7 @@ class Trainer:
     # --- components -------------------------------------------------------------------
 
     def _spawn_learner(self):
-        return self.backend.spawn("learner", LearnerHost, self._config_dict, str(self.run_dir), self._versions,
+        return self.backend.spawn(LEARNER, LearnerHost, self._config_dict, str(self.run_dir), self._versions,
                                   resources=self._learner_resources())
 
     def _learner_resources(self) -> Resources:
@@ -246,6 +251,15 @@ class Trainer:
         log.warning("%s died (%s); restarting it in %.1f s (restart %d of at most %d)",
                     slot.name, error, wait, slot.restarts, d.max_restarts)
         slot.respawn_at = now + wait
+
+    def _worker_failed(self, slot: Slot, error: WorkerDied, generation: int) -> None:
+        """A worker's call failed with a death: the worker's own (restart it) or the learner's, whose pending
+        result the call took as input (params, a reanalyze batch): then the learner is restored once
+        (``generation``: the learner's when the call was made) and the worker, alive, carries on."""
+        if error.name == LEARNER:
+            self._recover_learner(error, generation)
+        else:
+            self._restart(slot, error)
 
     def _revive(self, block: bool = False) -> None:
         """Start new incarnations of dead slots whose backoff has passed (``block``: wait for the first)."""
@@ -313,6 +327,17 @@ class Trainer:
             self._recover_learner(e, generation)
             return self.backend.get(self.backend.call(self.learner_handle, method, *args))
 
+    def _learner_or_restore(self, method: str, *args):
+        """A blocking learner call that is not repeated if the learner died: it is restored, and ``None`` is
+        returned. For calls whose arguments the restore makes wrong (``train``'s update count, ``save``'s
+        counters): the restored learner holds the last checkpoint's state (its replay too, or none)."""
+        generation = self._learner_generation
+        try:
+            return self.backend.get(self.backend.call(self.learner_handle, method, *args))
+        except WorkerDied as e:
+            self._recover_learner(e, generation)
+            return None
+
     def _get_learner(self, future, generation: int):
         """The result of an insertion made earlier (no lags if the learner died meanwhile: it is restored)."""
         try:
@@ -371,14 +396,21 @@ class Trainer:
                 pass
         return parts
 
-    def save(self, final: bool = False) -> Path:
-        """Write a checkpoint: the learner writes its parts and the workers' (sent as bytes), committed together."""
+    def save(self, final: bool = False) -> Path | None:
+        """Write a checkpoint: the learner writes its parts and the workers' (sent as bytes), committed together.
+
+        If the learner dies meanwhile, nothing is written (``None``): it is restored from the last checkpoint,
+        which then holds all there is to save."""
         out = self.config.output
         with_replay = self.counters["checkpoints"] % out.replay_every_checkpoints == 0
         parts = self._worker_states()
         self.counters["checkpoints"] += 1
         meta = {"counters": dict(self.counters), "last_test": self.last_test, "config": self._config_dict}
-        path = Path(self._learner("save", int(self.counters["updates"]), parts, meta, with_replay))
+        path = self._learner_or_restore("save", int(self.counters["updates"]), parts, meta, with_replay)
+        if path is None:
+            log.warning("the learner died while writing a checkpoint: it was restored from the last one instead")
+            return None
+        path = Path(path)
         log.info("%s checkpoint written: %s%s", "final" if final else "periodic", path,
                  "" if with_replay else " (without replay)")
         return path
@@ -464,13 +496,14 @@ class Trainer:
         for _ in range(2):
             if slot.handle is None:
                 self._revive(block=True)
+            generation = self._learner_generation
             try:
                 result = self.backend.get(self.backend.call(slot.handle, "test", self.published, n,
                                                             self._record_due()))
                 self.last_test = self._after_test(result, self.published)
                 return dict(self.last_test)
             except WorkerDied as e:
-                self._restart(slot, e)
+                self._worker_failed(slot, e, generation)
         return {}
 
     def _record_due(self) -> bool:
@@ -557,13 +590,14 @@ class Trainer:
         t0 = time.perf_counter()
         self._revive(block=not any(sl.handle is not None for sl in self.slots.values() if sl.kind == "train"))
         train_slots = [sl for sl in self.slots.values() if sl.kind == "train" and sl.handle is not None]
+        generation = self._learner_generation
         futures = [(sl, self.backend.call(sl.handle, "run", self.published)) for sl in train_slots]
         stored = []
         for sl, fut in futures:  # in worker order, whatever finishes first: the same run on every backend
             try:
                 episodes, metrics = self.backend.get(fut)
             except WorkerDied as e:
-                self._restart(sl, e)
+                self._worker_failed(sl, e, generation)
                 continue
             sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
             stored.append((self._insert(episodes, metrics, row, block=False), self._learner_generation))
@@ -571,7 +605,9 @@ class Trainer:
         if self._ready() and not self._out_of_time():  # out of time: the due updates run on --resume
             due = math.floor(s.samples_per_env_step * self._fed() / s.batch_size)
             todo = max(due - self.counters["updates"], 0)
-            out = self._learner("train", todo, s.batch_size, self._lr_scale()) if todo else {}
+            out = self._learner_or_restore("train", todo, s.batch_size, self._lr_scale()) if todo else {}
+            if out is None:  # the learner died: restored, with the counters of its checkpoint
+                out, todo = {}, 0
             self.counters["updates"] += todo
             for k, v in out.items():
                 row.setdefault(k, []).append(v)
@@ -597,6 +633,7 @@ class Trainer:
         if due <= 0:
             return
         per_call = self.config.reanalyze.positions_per_call
+        generation = self._learner_generation
         target = self.backend.call(self.learner_handle, "target_params")
         slots = [sl for sl in self.slots.values() if sl.kind == "reanalyze" and sl.handle is not None]
         while due > 0 and slots:
@@ -613,7 +650,9 @@ class Trainer:
                 try:
                     self._reanalyze_store(self.backend.get(fut), row)
                 except WorkerDied as e:
-                    self._restart(sl, e)
+                    self._worker_failed(sl, e, generation)
+                    if e.name == LEARNER:  # restored from its checkpoint: this epoch's reanalysis ends here
+                        return
                     slots.remove(sl)
 
     # --- the async schedule -----------------------------------------------------------
@@ -635,7 +674,7 @@ class Trainer:
         s = self.config.schedule
         if not ready:
             return True  # filling replay: nothing to wait for
-        acting = sum(1 for kind, _ in st["inflight"].values() if kind == "act")
+        acting = sum(1 for kind, *_ in st["inflight"].values() if kind == "act")
         ahead = s.samples_per_env_step * (self._fed() + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
         return ahead <= st["slack"]
 
@@ -643,24 +682,25 @@ class Trainer:
         """Whether to queue another learner call: at most two in flight (the next one waits in the learner's
         queue, so it never idles between calls), within the rate limit and the policy lag."""
         s = self.config.schedule
-        learning = sum(1 for kind, _ in st["inflight"].values() if kind == "learn")
+        learning = sum(1 for kind, *_ in st["inflight"].values() if kind == "learn")
         if learning >= 2:
             return False
         samples = (self.counters["updates"] + (learning + 1) * s.updates_per_call) * s.batch_size
         if samples > s.samples_per_env_step * self._fed() + st["slack"]:
             return False
-        acting = [info[1] for kind, info in st["inflight"].values() if kind == "act"]
+        acting = [info[1] for kind, info, _ in st["inflight"].values() if kind == "act"]
         return not acting or self.version + learning + 1 - min(acting) <= s.max_policy_lag
 
     def _run_async(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
         s = self.config.schedule
         st = self._async_state()
         tested_with = None
-        inflight: dict = {}  # future -> (kind, (slot or None, version or positions))
+        # future -> (kind, (slot or None, version or positions), the learner's generation when it was made)
+        inflight: dict = {}
         st["inflight"] = inflight
 
         def track(fut, kind, info):
-            inflight[fut] = (kind, info)
+            inflight[fut] = (kind, info, self._learner_generation)
 
         def untrack(fut):
             return inflight.pop(fut)
@@ -685,8 +725,9 @@ class Trainer:
                         idle.discard(name)
                     elif sl.kind == "reanalyze" and ready and self._reanalyze_due() - self._reanalyze_inflight(
                             inflight) > 0:
-                        if target is None or target[0] != self.version:
-                            target = (self.version, self.backend.call(self.learner_handle, "target_params"))
+                        at = (self._learner_generation, self.version)  # a restored learner: ask it anew
+                        if target is None or target[0] != at:
+                            target = (at, self.backend.call(self.learner_handle, "target_params"))
                         batch = self.backend.call(self.learner_handle, "reanalyze_batch",
                                                   self.config.reanalyze.positions_per_call)
                         track(self.backend.call(sl.handle, "reanalyze", target[1], batch), "reanalyze",
@@ -694,11 +735,11 @@ class Trainer:
                         idle.discard(name)
                 while ready and self._can_learn(st):
                     track(self.backend.call(self.learner_handle, "train_and_publish", s.updates_per_call,
-                                            s.batch_size, self._lr_scale()), "learn", (None, self._learner_generation))
+                                            s.batch_size, self._lr_scale()), "learn", (None, None))
                 every = self.config.testing.every
                 if (every and self.counters["updates"] > 0 and self.counters["epochs"] >= test_due_epoch + every
                         and self.slots["tester"].handle is not None
-                        and not any(k == "test" for k, _ in inflight.values())):
+                        and not any(k == "test" for k, *_ in inflight.values())):
                     test_due_epoch = self.counters["epochs"]
                     track(self.backend.call(self.slots["tester"].handle, "test", self.published,
                                             self.config.testing.episodes, self._record_due()),
@@ -716,22 +757,23 @@ class Trainer:
             done, _ = self.backend.wait(list(inflight), num_returns=1)
             row.setdefault("time/wait_s", []).append(time.perf_counter() - t)
             for fut in done:
-                kind, (sl, info) = untrack(fut)
+                kind, (sl, info), generation = untrack(fut)
                 try:
                     result = self.backend.get(fut)
                 except WorkerDied as e:
-                    if sl is None:  # a learner call (info: the learner's generation): the learner died
-                        self._recover_learner(e, info)
-                        ready = self._ready()
-                    else:
-                        self._restart(sl, e)
+                    if sl is None:  # a learner call: the learner died
+                        self._recover_learner(e, generation)
+                    else:  # the worker died, or the learner whose pending result it took as input
+                        self._worker_failed(sl, e, generation)
                         if kind != "test":
                             idle.add(sl.name)
+                    if e.name == LEARNER:
+                        ready = self._ready()
                     continue
                 if kind == "act":
                     episodes, metrics = result
                     sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
-                    track(self._insert(episodes, metrics, row, block=False), "store", (None, self._learner_generation))
+                    track(self._insert(episodes, metrics, row, block=False), "store", (None, None))
                     idle.add(sl.name)
                     st["segments"] += 1
                     self.counters["epochs"] = st["segments"] // self.config.distributed.train_workers
@@ -754,7 +796,7 @@ class Trainer:
                 on_row(row)
 
     def _reanalyze_inflight(self, inflight: dict) -> int:
-        return sum(info[1] for kind, info in inflight.values() if kind == "reanalyze")
+        return sum(info[1] for kind, info, _ in inflight.values() if kind == "reanalyze")
 
     # --- the run ----------------------------------------------------------------------
 
