@@ -331,20 +331,16 @@ class Trainer:
         """A blocking learner call that is not repeated if the learner died: it is restored, and ``None`` is
         returned. For calls whose arguments the restore makes wrong (``train``'s update count, ``save``'s
         counters): the restored learner holds the last checkpoint's state (its replay too, or none)."""
-        generation = self._learner_generation
-        try:
-            return self.backend.get(self.backend.call(self.learner_handle, method, *args))
-        except WorkerDied as e:
-            self._recover_learner(e, generation)
-            return None
+        return self._get_learner(self.backend.call(self.learner_handle, method, *args), self._learner_generation)
 
-    def _get_learner(self, future, generation: int):
-        """The result of an insertion made earlier (no lags if the learner died meanwhile: it is restored)."""
+    def _get_learner(self, future, generation: int, if_dead=None):
+        """The result of a learner call made under ``generation``, or ``if_dead`` if the learner died
+        meanwhile (it is restored, once)."""
         try:
             return self.backend.get(future)
         except WorkerDied as e:
             self._recover_learner(e, generation)
-            return {"lag": []}
+            return if_dead
 
     def _learner_version(self) -> int:
         return int(self.backend.get(self.published)["version"])
@@ -613,7 +609,7 @@ class Trainer:
                 row.setdefault(k, []).append(v)
             row.setdefault("train/updates_this_epoch", []).append(todo)
         for fut, generation in stored:  # the learner takes calls in order
-            self._stored(self._get_learner(fut, generation), row)
+            self._stored(self._get_learner(fut, generation, if_dead={"lag": []}), row)  # no lags from a dead one
         t2 = time.perf_counter()
         if not self._out_of_time():
             self._reanalyze_sync(row)
