@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from moozi.observe.machine import machine_info
 from moozi.observe.metrics import read_metrics
 
 
@@ -250,6 +251,9 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")
     args = p.parse_args()
     results = {"throughput": throughput, "acting": acting, "startup": startup, "memory": memory}[args.mode](args)
+    if args.mode != "memory":  # rates are this machine's (memory reads a run, whose machines.jsonl says)
+        results.insert(0, {"mode": "machine", **machine_info()})
+        print(json.dumps(results[0]), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:

@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from moozi.eval.stats import wilson_interval  # noqa: E402
+from moozi.observe.machine import machine_info, machine_line  # noqa: E402
 from summarize_run import summarize  # noqa: E402
 
 Z95 = 1.959963984540054
@@ -169,6 +170,7 @@ def markdown(report: dict) -> str:
     a = report["args"]
     lines = [f"`{a['preset']}`, target {a['target']}, {a['minutes']} min per seed, final evaluation over "
              f"{a['eval_games']} games" + (f" against {a['opponent']}" if report["two_player"] else ""), "",
+             *([f"Machine: {machine_line(report['machine'])}", ""] if "machine" in report else []),
              "| seed | first test >= target (s, env steps) | later tests >= target | last checkpoint (95%) "
              "| best checkpoint (95%) | load before / during (mean, max) |", "| --- | --- | --- | --- | --- | --- |"]
     for s in report["per_seed"]:
@@ -208,7 +210,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = [run_seed(args, s, out) for s in args.seeds]
-    report = {"args": vars(args), "cores": os.cpu_count(), "two_player": "losses" in seeds[0]["final_eval"],
+    report = {"args": vars(args), "cores": os.cpu_count(), "machine": machine_info(),
+              "two_player": "losses" in seeds[0]["final_eval"],
               "per_seed": seeds, "overall": overall(seeds)}
     (out / "learning.json").write_text(json.dumps(report, indent=1))
     (out / "learning.md").write_text(markdown(report))

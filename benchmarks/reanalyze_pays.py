@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from moozi.observe.machine import machine_info
 from moozi.observe.metrics import read_metrics
 
 
@@ -100,7 +101,7 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as fh:
-            for r in results + [summary]:
+            for r in [{"mode": "machine", **machine_info()}] + results + [summary]:
                 fh.write(json.dumps(r) + "\n")
     return 0
 

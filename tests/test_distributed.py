@@ -381,6 +381,9 @@ def test_ray_sync_one_worker_equals_local(tmp_path):
     placement = json.loads((tmp_path / "ray" / "workers.json").read_text())
     assert set(placement) == {"learner", "actor", "tester"}
     assert len({p["pid"] for p in placement.values()}) == 3
+    from moozi.observe.machine import cpu_description
+
+    assert {p["cpu"] for p in placement.values()} == {cpu_description()}  # one node: this machine's CPU
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if len(cores) >= 2:  # sync, one CPU each: the three spread round-robin over the cores
         assert [placement[n]["cores"] for n in ("learner", "actor", "tester")] == [

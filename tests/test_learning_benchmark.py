@@ -47,6 +47,7 @@ def test_two_seeds_end_to_end(tmp_path):
     assert report["overall"]["reached_target"] == 2 and report["two_player"] is False
     table = (out / "learning.md").read_text()
     assert "| 0 |" in table and "| 1 |" in table and "Reached the target in 2 of 2 seeds." in table
+    assert f"Machine: {report['machine']['cpu']}" in table  # minutes mean little without the processor
 
 
 def test_exact_tictactoe_column(tmp_path):

@@ -109,6 +109,11 @@ def test_training_records_test_episodes(cartpole_run):
     with Image.open(gifs[0]) as im:
         assert im.n_frames >= 2
     assert "moozi train --preset cartpole" in (cartpole_run / "commands.txt").read_text()
+    machines = [json.loads(line) for line in (cartpole_run / "machines.jsonl").read_text().splitlines()]
+    assert len(machines) == 1 and machines[0]["cores"] >= 1 and machines[0]["jax"] and machines[0]["devices"]
+    assert "on " + machines[0]["cpu"] in (cartpole_run / "train.log").read_text()
+    placement = json.loads((cartpole_run / "workers.json").read_text())
+    assert {p["cpu"] for p in placement.values()} == {machines[0]["cpu"]}
 
 
 def test_watch_writes_a_gif(cartpole_run, tmp_path, capsys):
@@ -139,6 +144,7 @@ def test_report_is_self_contained(cartpole_run, tmp_path, capsys):
     assert page.count("data:image/png;base64,") >= 6 and "data:image/gif;base64," in page
     assert "http://" not in page and "https://" not in page  # nothing to fetch
     assert "moozi train --preset cartpole" in page and "gymnax:CartPole-v1" in page
+    assert "<h3>Machines</h3>" in page and "cores usable" in page
     assert main(["report", str(tmp_path / "nothing")]) == 2
 
 

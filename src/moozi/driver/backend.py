@@ -21,6 +21,7 @@ holds the Ray backend (the only module that imports Ray).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -129,7 +130,10 @@ class LocalBackend:
         """Nothing to reserve in one process."""
 
     def ready(self, handles) -> dict:
-        return {h.name: {"pid": __import__("os").getpid(), "node": "local"} for h in handles}
+        from moozi.observe.machine import cpu_description
+
+        cpu = cpu_description()
+        return {h.name: {"pid": os.getpid(), "node": "local", "cpu": cpu} for h in handles}
 
     def stats(self, pids: dict[str, int]) -> dict[str, float]:
         from moozi.observe.memory import rss_mb

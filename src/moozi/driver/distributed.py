@@ -29,6 +29,7 @@ import ray
 
 from moozi import compile_cache
 from moozi.driver.backend import DEFAULT_RESOURCES, Resources, WorkerDied
+from moozi.observe.machine import cpu_description
 
 log = logging.getLogger("moozi")
 
@@ -121,7 +122,7 @@ class _Host:
 
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
-                "cores": cores}
+                "cores": cores, "cpu": cpu_description()}
 
 
 class RayHandle:

@@ -43,6 +43,7 @@ restored from the last checkpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -62,6 +63,7 @@ from moozi.driver.run_dir import BEST_DIR, find_checkpoint
 from moozi.learner import training_symmetries
 from moozi.model.transform import max_representable
 from moozi.observe.health import Health, assess
+from moozi.observe.machine import machine_info, machine_line
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.update import budget_lr_scale
 from moozi.workers import agent_return
@@ -205,9 +207,7 @@ class Trainer:
         return Resources(d.learner_cpus, d.learner_gpus, own_cores=self.config.schedule.kind == "async")
 
     def _placed(self, handles) -> None:
-        """Wait for components to be built; record where each runs (``workers.json``: name, pid, node)."""
-        import json
-
+        """Wait for components to be built; record where each runs (``workers.json``: name, pid, node, CPU)."""
         self.placement.update(self.backend.ready(handles))
         (self.run_dir / "workers.json").write_text(json.dumps(self.placement, indent=1))
 
@@ -277,8 +277,6 @@ class Trainer:
 
     def _update_placement(self) -> None:
         """Record where restarted workers run, once they are up (never waits)."""
-        import json
-
         for name, fut in list(self._placing.items()):
             done, _ = self.backend.wait([fut], num_returns=1, timeout=0)
             if done:
@@ -825,6 +823,7 @@ class Trainer:
         self._warned_no_update = False
         log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
                  minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
+        self._record_machine()
         self._stop_requested = False
         restore_handlers = self._install_stop_handlers()
         row: dict = {}
@@ -1098,6 +1097,14 @@ class Trainer:
             log.info("health: ok again")
         self.health = health
         return health.metrics
+
+    def _record_machine(self) -> None:
+        """Log the driver's machine and append it to ``machines.jsonl`` (one line per invocation: a resumed
+        run may go on elsewhere), so the run's minutes can be read against the processor that made them."""
+        info = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **machine_info()}
+        log.info("on %s", machine_line(info))
+        with open(self.run_dir / "machines.jsonl", "a") as f:
+            f.write(json.dumps(info) + "\n")
 
     def _install_stop_handlers(self) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 from pathlib import Path
 
@@ -178,9 +179,29 @@ def build_report(run_dirs: list[Path | str]) -> str:
         commands = run / "commands.txt"
         if commands.exists():
             parts.append(f"<h3>Commands</h3><pre>{esc(commands.read_text())}</pre>")
+        machines = _machines(run)
+        if machines:
+            parts.append(f"<h3>Machines</h3><pre>{esc(chr(10).join(machines))}</pre>")
         parts.append(f"<h3>Config</h3><pre>{esc((run / 'config.yaml').read_text())}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _machines(run: Path) -> list[str]:
+    """One line per invocation of the run from ``machines.jsonl``: when, and on what (a run's minutes depend on it)."""
+    from moozi.observe.machine import machine_line
+
+    path = run / "machines.jsonl"
+    if not path.exists():
+        return []
+    lines = []
+    for text in path.read_text().splitlines():
+        try:
+            info = json.loads(text)
+            lines.append(f"{info.get('time', '?')}  {machine_line(info)}")
+        except (ValueError, KeyError, TypeError):  # a line cut short by a killed run: show it as it is
+            lines.append(text)
+    return lines
 
 
 def write_report(run_dirs: list[Path | str], out: Path | str) -> Path:

@@ -1,0 +1,56 @@
+"""What machine a run names: /proc/cpuinfo read by hand-checked examples."""
+
+from moozi.observe.machine import cpu_description, machine_info, machine_line, parse_cpuinfo
+
+# Two processors of a 2-core cloud machine (shortened); only the first block is read.
+ZEN3 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2 fma
+
+processor\t: 1
+model name\t: something else
+flags\t\t: avx512f
+"""
+
+SAPPHIRE = """processor : 0
+cpu family : 6
+model : 143
+model name : Intel(R) Xeon(R) Platinum 8480+
+flags : avx2 avx512f avx512bw
+"""
+
+ARM = """processor\t: 0
+BogoMIPS\t: 50.00
+Features\t: fp asimd aes
+CPU implementer\t: 0x41
+"""
+
+
+def test_first_processor_only():
+    info = parse_cpuinfo(ZEN3)
+    assert info == {"model_name": "AMD EPYC", "family": "25", "model": "1",
+                    "flags": ["avx", "avx2", "fma", "fpu", "sse2"]}
+    assert cpu_description(info) == "AMD EPYC (family 25 model 1, AVX2, no AVX-512)"
+
+
+def test_avx512_is_named():
+    assert cpu_description(parse_cpuinfo(SAPPHIRE)) == \
+        "Intel(R) Xeon(R) Platinum 8480+ (family 6 model 143, AVX2, AVX-512)"
+
+
+def test_arm_and_missing_cpuinfo():
+    info = parse_cpuinfo(ARM)
+    assert info["model_name"] is None and info["family"] is None and info["flags"] == ["aes", "asimd", "fp"]
+    assert cpu_description(info).endswith("(no AVX-512)")  # named by platform, then the flags
+    assert parse_cpuinfo("") == {"model_name": None, "family": None, "model": None, "flags": []}
+    assert cpu_description(parse_cpuinfo(""))  # some name, never empty
+
+
+def test_this_machine():
+    info = machine_info()
+    assert info["cores"] >= info["usable_cores"] >= 1 and info["python"].count(".") == 2
+    line = machine_line(info)
+    assert line.startswith(info["cpu"]) and f"{info['usable_cores']} of {info['cores']} cores usable" in line
