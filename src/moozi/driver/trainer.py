@@ -769,8 +769,9 @@ class Trainer:
                     sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
                     track(self._insert(episodes, metrics, row, block=False), "store", (None, None))
                     idle.add(sl.name)
-                    st["segments"] += 1
-                    self.counters["epochs"] = st["segments"] // self.config.distributed.train_workers
+                    st["segments"] += 1  # an epoch: one segment per worker (counted on, so a resumed run goes on)
+                    if st["segments"] % self.config.distributed.train_workers == 0:
+                        self.counters["epochs"] += 1
                     if not ready:
                         ready = self._ready()
                 elif kind == "store":
