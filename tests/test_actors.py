@@ -102,7 +102,7 @@ def _first_episodes(episodes):
 
 @pytest.mark.parametrize(
     "name,planner,random_moves,random_move_prob",
-    [("pgx:tic_tac_toe", "puct", 2, 0.3), ("gymnax:CartPole-v1", "gumbel", 0, 0.0)],
+    [pytest.param("pgx:tic_tac_toe", "puct", 2, 0.3, marks=pytest.mark.extended), ("gymnax:CartPole-v1", "gumbel", 0, 0.0)],
 )
 def test_pool_actor_equals_device_actor(games, name, planner, random_moves, random_move_prob):
     env, model, params = games[name]

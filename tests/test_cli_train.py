@@ -8,7 +8,8 @@ from moozi.cli import main
 from tests.test_train_smoke import TINY
 
 
-@pytest.fixture(scope="module", params=["tictactoe", "openspiel-tictactoe"])
+# The host path (OpenSpiel) in the extended tier: it compiles every player again (~70 s on a slow machine).
+@pytest.fixture(scope="module", params=["tictactoe", pytest.param("openspiel-tictactoe", marks=pytest.mark.extended)])
 def ttt_run(request, tmp_path_factory):
     """A tiny tic-tac-toe run on the device path (pgx) and on the host path (OpenSpiel)."""
     run = tmp_path_factory.mktemp("runs") / request.param

@@ -267,6 +267,7 @@ def _walks(run_dir: Path, games: int = 64) -> list[tuple[list[int], bool]]:
     return out
 
 
+@pytest.mark.extended
 def test_corridor_learns_the_shortest_path(tmp_path, monkeypatch):
     """docs/custom-game.md §5 in practice: a delayed reward and episodes of varying length learn with the
     guide's settings (discount < 1, identity transform on [-1, 1], td_steps past the cap): after training,

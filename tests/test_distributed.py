@@ -120,9 +120,11 @@ def test_a_dead_learner_is_restored_once_whatever_was_in_flight(tmp_path, kind):
     assert counters["env_steps"] >= 160 and counters["updates"] > 0
 
 
-@pytest.mark.parametrize("kind, method", [("sync", "publish"), ("sync", "target_params"), ("sync", "train"),
-                                          ("async", "reanalyze_batch"), ("async", "target_params"),
-                                          ("async", "train_and_publish")])
+@pytest.mark.parametrize("kind, method", [
+    pytest.param(*case, marks=pytest.mark.extended) if case not in {("sync", "train"), ("async", "train_and_publish")}
+    else case  # CI: one per schedule; every call the learner can die on in the extended tier
+    for case in [("sync", "publish"), ("sync", "target_params"), ("sync", "train"), ("async", "reanalyze_batch"),
+                 ("async", "target_params"), ("async", "train_and_publish")]])
 def test_a_learner_death_restores_the_learner_once_and_restarts_no_worker(tmp_path, kind, method):
     # The learner dies on a call whose pending result a worker takes as input (published params, the
     # reanalyze target params or batch), so the worker's call fails with the learner's death; or on a training
@@ -315,6 +317,7 @@ def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path, count_in_ratio):
         assert "ratio/per_env_step" not in rows[-1]
 
 
+@pytest.mark.extended  # CI has the one-player reanalyze tests; this one compiles a two-player search (~55 s)
 def test_two_player_reanalyze_searches_only_the_legal_moves(tmp_path):
     """Tic-tac-toe: the stored legal masks make the re-search with the acting params (no noise) reproduce the
     stored p* and v*, with no mass on occupied squares; without the masks it would differ. A run with

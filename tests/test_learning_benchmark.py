@@ -32,6 +32,7 @@ def test_mean_interval_golden():
     assert (r["low"], r["high"]) == (pytest.approx(0.868414, abs=2e-6), pytest.approx(3.131586, abs=2e-6))
 
 
+@pytest.mark.extended
 def test_two_seeds_end_to_end(tmp_path):
     out = tmp_path / "bench"
     assert learning.main(["--preset", "cartpole", "--seeds", "0", "1", "--target", "1", "--eval-games", "4",
@@ -61,4 +62,6 @@ def test_exact_tictactoe_column(tmp_path):
     for e in exact.values():  # a barely trained agent: exact probabilities, and it loses some lines
         assert 0.0 <= e["p_loss_first"] <= 1.0 and 0.0 <= e["p_loss_second"] <= 1.0
         assert (e["losing_lines_first"] + e["losing_lines_second"] > 0) == (e["p_loss_first"] + e["p_loss_second"] > 0)
-    assert "Exact P(loss) against the perfect player" in (out / "learning.md").read_text()
+    table = (out / "learning.md").read_text()
+    assert "Exact P(loss) against the perfect player" in table
+    assert f"Machine: {report['machine']['cpu']}" in table  # minutes mean little without the processor

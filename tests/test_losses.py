@@ -109,7 +109,8 @@ def test_zero_consistency_coef_drops_the_term_and_keeps_gradients_finite(mlp):
     zeroed = jax.tree_util.tree_map_with_path(
         lambda path, x: jnp.zeros_like(x) if "proj" in jax.tree_util.keystr(path) else x, params
     )
-    grads, aux = jax.grad(loss_fn, has_aux=True)(zeroed, model, _batch(shape), cfg)
+    # Jitted: eagerly, each of the loss's ~300 operations compiles on its own (30 s on a slow machine).
+    grads, aux = jax.jit(lambda p, b: jax.grad(loss_fn, has_aux=True)(p, model, b, cfg))(zeroed, _batch(shape))
     assert float(aux["metrics"]["loss/consistency"]) == 0.0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
 
@@ -152,7 +153,7 @@ def test_batch_that_does_not_fit_the_model_is_a_clear_error(mlp):
         loss_fn(params, model, bad, LearnerConfig())
 
 
-@pytest.mark.parametrize("kind", ["mlp", "resnet"])
+@pytest.mark.parametrize("kind", [pytest.param("mlp", marks=pytest.mark.extended), "resnet"])
 def test_overfits_one_small_batch(kind):
     """The loss's excess over its floor (target entropies) falls by >= 90% in 300 updates."""
     cfg, shape = MODELS[kind]

@@ -193,7 +193,7 @@ def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
     assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"]
 
 
-@pytest.fixture(scope="module", params=["tictactoe", "breakout"])
+@pytest.fixture(scope="module", params=[pytest.param("tictactoe", marks=pytest.mark.extended), "breakout"])
 def tiny_run(request, tmp_path_factory):
     run = tmp_path_factory.mktemp("smoke") / request.param
     assert main(["train", "--preset", request.param, "--run-dir", str(run), *TINY, "testing.record_every=1"]) == 0

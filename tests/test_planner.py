@@ -82,7 +82,8 @@ def test_learned_model_search_with_a_last_step_in_the_batch(learned, kind):
     obs = jax.random.normal(jax.random.key(2), (3, 1, 1, 6))
     legal = jnp.array([[True, True, False], [False, True, False], [False, False, False]])
     cfg = PlannerConfig(kind=kind, num_simulations=8)
-    out = plan(model, params, jax.random.key(3), obs, legal, cfg, discount=0.997, two_player=False)
+    # Jitted as the actors run it (eagerly, each operation around the search compiles on its own).
+    out = jax.jit(lambda *a: plan(model, *a, cfg, discount=0.997, two_player=False))(params, jax.random.key(3), obs, legal)
     assert out.action.shape == (3,) and out.root_policy.shape == (3, 4)
     assert np.all(np.isfinite(out.root_value)) and np.all(np.isfinite(out.root_policy))
     assert out.action[0] in (1, 2) and out.action[1] == 2  # legal, never dummy

@@ -44,6 +44,7 @@ def test_step_rewards_the_mover_and_finished_states_absorb(ttt):
     assert float(root.prior_logits[0, 0]) < -1e8 and float(root.prior_logits[0, 1]) < -1e8
 
 
+@pytest.mark.extended
 def test_rollout_search_wins_and_blocks(ttt):
     # Row 1: X to move wins at 2. Row 2: X: 0, O: 4, X: 1, O must block at 2.
     copies = 4
@@ -59,6 +60,7 @@ def test_rollout_search_wins_and_blocks(ttt):
     np.testing.assert_array_equal(np.asarray(out.env_action), [2] * (2 * copies))
 
 
+@pytest.mark.extended
 def test_alphazero_policy_step_searches_the_simulator(ttt):
     """An untrained network's learned model knows nothing of the game; with the simulator in the search the
     same network takes the win in one move (the reward of the true game is in the tree)."""
