@@ -188,6 +188,7 @@ def test_actor_state_round_trips(games):
     assert min(extra) >= 0 and max(extra) > 0  # occupied squares of the saved steps now count as legal
 
 
+@pytest.mark.extended  # compiles its own acting program (~26 s on a slow machine)
 def test_no_exploration_after_explore_moves_is_greedy(games):
     env, model, params = games["pgx:tic_tac_toe"]
     outs = []

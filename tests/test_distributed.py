@@ -121,8 +121,8 @@ def test_a_dead_learner_is_restored_once_whatever_was_in_flight(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind, method", [
-    pytest.param(*case, marks=pytest.mark.extended) if case not in {("sync", "train"), ("async", "train_and_publish")}
-    else case  # CI: one per schedule; every call the learner can die on in the extended tier
+    pytest.param(*case, marks=pytest.mark.extended) if case != ("sync", "train")
+    else case  # CI: one (an async learner's death: test_a_dead_learner_is_restored_once...); every call in the extended tier
     for case in [("sync", "publish"), ("sync", "target_params"), ("sync", "train"), ("async", "reanalyze_batch"),
                  ("async", "target_params"), ("async", "train_and_publish")]])
 def test_a_learner_death_restores_the_learner_once_and_restarts_no_worker(tmp_path, kind, method):
@@ -505,6 +505,7 @@ def test_ray_placement_failure_is_quick_and_names_what_is_missing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # CI runs Ray through test_ray_sync_one_worker_equals_local
 def test_ray_multi_node_cluster_async_with_reanalyze(tmp_path):
     _ray()
     from ray.cluster_utils import Cluster

@@ -193,7 +193,8 @@ def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
     assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"]
 
 
-@pytest.fixture(scope="module", params=[pytest.param("tictactoe", marks=pytest.mark.extended), "breakout"])
+# Breakout in the extended tier: tic-tac-toe shares its compiled programs with the other tic-tac-toe runs.
+@pytest.fixture(scope="module", params=["tictactoe", pytest.param("breakout", marks=pytest.mark.extended)])
 def tiny_run(request, tmp_path_factory):
     run = tmp_path_factory.mktemp("smoke") / request.param
     assert main(["train", "--preset", request.param, "--run-dir", str(run), *TINY, "testing.record_every=1"]) == 0

@@ -57,9 +57,9 @@ def test_winning_move_chosen_for_each_player(true_model_results, kind):
 def test_losing_side_sees_negative_value():
     # O to move cannot stop X: X threatens cell 2 (top row) and cell 6 (left column).
     cells = jnp.stack([ttt.from_string("XX./XO./..O", "O")])
-    out = search(None, jax.random.key(1), ttt.root(cells), ttt.step, ttt.legal_actions(cells),
-                 PlannerConfig(kind="puct", num_simulations=200, dirichlet_fraction=0.0),
-                 discount=1.0, two_player=True)
+    cfg = PlannerConfig(kind="puct", num_simulations=200, dirichlet_fraction=0.0)
+    out = jax.jit(lambda rng, c: search(None, rng, ttt.root(c), ttt.step, ttt.legal_actions(c), cfg,
+                                        discount=1.0, two_player=True))(jax.random.key(1), cells)
     assert float(out.root_value[0]) < -0.1
 
 

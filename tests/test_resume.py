@@ -57,6 +57,7 @@ def test_resume_continues_exactly(tmp_path, kind, half):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.extended  # CI: test_resume_continues_exactly (sync and async)
 def test_resume_with_budget_decay_and_average_continues_exactly(tmp_path):
     """Stopped half way and resumed with the same budget: the learning rate decays as if never stopped,
     and the moving average of the params is saved and restored (learner.ema_decay)."""

@@ -1,7 +1,7 @@
 """Smoke tests: every preset builds (config, game, model shapes), and trains for a few updates with tiny
-settings through the CLI: in CI one preset per bridge (gymnax, pgx, OpenSpiel, MinAtar), the other presets
-(more games of those bridges, MinAtar and Atari) in the extended tier (``make test-all``; each costs 40-90 s of compiling
-on a slow 2-core machine)."""
+settings through the CLI: in CI one preset per acting path and kind of game, the others (more games of the
+same bridges, MinAtar, Atari) in the extended tier (``make test-all``; each costs 40-90 s of compiling on a
+slow 2-core machine)."""
 
 import json
 

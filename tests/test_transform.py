@@ -45,8 +45,9 @@ def test_phi_round_trip(x):
     assert y == pytest.approx(x, rel=1e-4, abs=1e-4)
 
 
+# A few support sizes (each size compiles every operation again): the smallest, small ones and the largest.
 @settings(max_examples=200, deadline=None)
-@given(st.floats(min_value=-40.0, max_value=40.0, allow_nan=False, width=32), st.integers(1, 30))
+@given(st.floats(min_value=-40.0, max_value=40.0, allow_nan=False, width=32), st.sampled_from([1, 2, 3, 7, 30]))
 def test_two_hot_expectation_is_clipped_value(y, size):
     p = np.asarray(two_hot(jnp.float32(y), size))
     assert p.shape == (2 * size + 1,)

@@ -95,6 +95,7 @@ def ttt_run(tmp_path_factory):
     return run
 
 
+@pytest.mark.extended  # CI: `moozi tree` in test_observe's every-command test
 def test_tree_command_on_a_barely_trained_model(ttt_run, capsys):
     capsys.readouterr()
     assert main(["tree", str(ttt_run), "--position", "0 3 1 4", "--simulations", "32"]) == 0

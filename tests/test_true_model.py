@@ -86,6 +86,7 @@ def test_alphazero_policy_step_searches_the_simulator(ttt):
     assert float(np.asarray(sample.root_value).min()) > 0.5
 
 
+@pytest.mark.extended  # CI plays the AlphaZero player (`az:`) in test_cli_train's evaluation commands
 def test_alphazero_training_run(tmp_path, capsys):
     """model.dynamics = simulator trains with K = 0 (no reward or consistency loss), and its run plays as az:RUN."""
     import json
