@@ -201,6 +201,7 @@ def test_no_exploration_after_explore_moves_is_greedy(games):
         np.testing.assert_array_equal(x.trajectory.actions, y.trajectory.actions)
 
 
+@pytest.mark.extended  # compiles its own acting program (~30 s on a slow machine)
 def test_random_moves_open_with_uniform_legal_moves(games):
     """Greedy search plays one opening everywhere; with random_moves=1 the first moves spread out."""
     env, model, params = games["pgx:tic_tac_toe"]

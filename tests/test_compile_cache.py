@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from moozi import compile_cache
 
 
@@ -33,6 +35,7 @@ def _demo(env: dict) -> subprocess.CompletedProcess:
                           env={**base, **env}, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.extended  # three moozi processes, two compiling from nothing (~50 s on a slow machine)
 def test_a_command_fills_the_cache_and_off_turns_it_off(tmp_path):
     on = tmp_path / "cache"
     out = _demo({"MOOZI_COMPILE_CACHE": str(on)})

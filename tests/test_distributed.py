@@ -433,6 +433,7 @@ class _Dies:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # CI: the local backend names a dead component (test_local_backend_calls_in_order_...)
 def test_ray_names_the_component_whose_death_failed_a_call(tmp_path):
     # A reanalyzer's call takes the learner's pending result (a batch) as input; the learner dies before it is
     # ready: the call fails with the learner's death, and the driver must hear "learner", not "reanalyzer_0".

@@ -51,6 +51,7 @@ def test_two_seeds_end_to_end(tmp_path):
     assert f"Machine: {report['machine']['cpu']}" in table  # minutes mean little without the processor
 
 
+@pytest.mark.extended  # the benchmark's statistics are checked above; its runs cost a minute each
 def test_exact_tictactoe_column(tmp_path):
     out = tmp_path / "ttt"
     assert learning.main(["--preset", "tictactoe", "--seeds", "0", "--target", "0", "--eval-games", "4",
