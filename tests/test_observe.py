@@ -193,7 +193,7 @@ def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
     assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"]
 
 
-# Breakout in the extended tier: tic-tac-toe shares its compiled programs with the other tic-tac-toe runs.
+# Breakout in the extended tier: tic-tac-toe shares most of its compiled programs with the other tiny tic-tac-toe runs.
 @pytest.fixture(scope="module", params=["tictactoe", pytest.param("breakout", marks=pytest.mark.extended)])
 def tiny_run(request, tmp_path_factory):
     run = tmp_path_factory.mktemp("smoke") / request.param
