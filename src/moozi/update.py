@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import serialization, struct
 
+from moozi import xla_tuning
 from moozi.config import LearnerConfig, TargetConfig
 from moozi.envs.symmetry import augment_tables, augment_windows
 from moozi.losses import loss_fn
@@ -203,7 +204,8 @@ def update_from_windows(state: TrainState, windows: Trajectory, positions, weigh
 
 def make_update_fn(model: Model, config: LearnerConfig):
     """``jit``-compiled ``update_step(state, batch)`` with ``model`` and ``config`` fixed; the input state is donated."""
-    return jax.jit(functools.partial(update_step, model=model, config=config), donate_argnums=(0,))
+    return jax.jit(functools.partial(update_step, model=model, config=config), donate_argnums=(0,),
+                   compiler_options=xla_tuning.update_options())
 
 
 def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
@@ -214,4 +216,4 @@ def make_window_update_fn(model: Model, config: LearnerConfig, target_config: Ta
     fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
                            frame_scale=float(frame_scale),
                            symmetry_tables=augment_tables(symmetries) if symmetries else None)
-    return jax.jit(fn, donate_argnums=(0,))
+    return jax.jit(fn, donate_argnums=(0,), compiler_options=xla_tuning.update_options())

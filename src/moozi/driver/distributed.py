@@ -27,7 +27,7 @@ from pathlib import Path
 
 import ray
 
-from moozi import compile_cache
+from moozi import compile_cache, xla_tuning
 from moozi.driver.backend import DEFAULT_RESOURCES, Resources, WorkerDied
 from moozi.observe.machine import cpu_description
 
@@ -136,7 +136,7 @@ def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
     """Environment variables that keep a worker's BLAS threads within its CPUs (XLA's: :func:`_pin`)."""
     n = _whole(cpus)
     env = {"OMP_NUM_THREADS": str(n), "OPENBLAS_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n),
-           **compile_cache.forward_env()}
+           **compile_cache.forward_env(), **xla_tuning.forward_env()}
     if gpus == 0:
         env["JAX_PLATFORMS"] = "cpu"
     return env
