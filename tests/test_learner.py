@@ -66,6 +66,18 @@ def test_train_is_deterministic_given_the_seeds(model):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def test_tuned_update_computes_what_the_default_one_does(model, monkeypatch):
+    """The update compiled with moozi's XLA:CPU options (moozi.xla_tuning) against XLA's defaults: the same
+    params after four updates, to float rounding (the options change how operations are emitted, not what)."""
+    tuned = _learner(model)
+    monkeypatch.setenv("MOOZI_XLA_TUNING", "off")
+    default = _learner(model)
+    a, b = tuned.train(4, 8), default.train(4, 8)
+    np.testing.assert_allclose(a["loss/total"], b["loss/total"], rtol=1e-5)
+    for x, y in zip(jax.tree_util.tree_leaves(tuned.state.params), jax.tree_util.tree_leaves(default.state.params)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
+
+
 def test_publish_hands_out_versioned_numpy_params(model):
     learner = _learner(model)
     version, params = learner.publish()
