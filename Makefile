@@ -24,8 +24,8 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
-# CI's tier: every module, every command and acting path once (16.5 min of pytest, 18.5 with the set-up, from
-# a fresh clone on the slowest 2-core machine seen; 27.7 min for all). test-all adds the extended tier.
+# CI's tier: every module, every command and acting path once (15.0 min of pytest, 16.7 with the set-up, from
+# a fresh clone on the slowest 2-core machine seen, 2026-11-27). test-all adds the extended tier (8 min more).
 test: lint
 	$(VENV)/bin/python -m pytest -n 2 -q -m "not extended"
 
