@@ -15,7 +15,6 @@ Only the device acting path is timed (JAX-native games). Run it alone on an idle
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import time
 from pathlib import Path
@@ -28,7 +27,6 @@ from moozi.config import apply_overrides, config_from_dict
 from moozi.driver.parts import build_parts
 from moozi.learner import Learner
 from moozi.presets import load_preset
-from moozi.update import update_from_windows
 from moozi.workers import make_actor
 from moozi.xla_tuning import UPDATE_OPTIONS
 
@@ -48,8 +46,9 @@ def _interleaved(calls: dict, rounds: int) -> dict:
             for k, v in times.items()}
 
 
-def _jit_variants(fn, **kw) -> dict:
-    return {k: jax.jit(fn, compiler_options=v, **kw) if v else jax.jit(fn, **kw) for k, v in VARIANTS.items()}
+def _jit_variants(fn) -> dict:
+    """``fn`` (a jitted program's Python function) compiled once per variant, nothing donated."""
+    return {k: jax.jit(fn, compiler_options=v) for k, v in VARIANTS.items()}
 
 
 def measure(preset: str, rounds: int, overrides: list[str]) -> dict:
@@ -85,12 +84,10 @@ def measure(preset: str, rounds: int, overrides: list[str]) -> dict:
 
         out[role] = _interleaved({k: (lambda f=f: rollout_call(f)) for k, f in rollouts.items()}, rounds)
 
-    # The learner update on ten fixed batches (not donated: every variant starts from the same state).
-    fn = functools.partial(update_from_windows, model=model, config=cfg.learner, target_config=cfg.targets,
-                           frame_scale=float(env.spec.observation_scale), symmetry_tables=None)
+    # The learner's own update on ten fixed batches (not donated: every variant starts from the same state).
     samples = [learner.replay.sample(cfg.schedule.batch_size, symmetries=1) for _ in range(10)]
     batches = [jax.device_put((s.windows, s.positions, s.weights)) for s in samples]
-    updates = _jit_variants(fn)
+    updates = _jit_variants(learner._update.__wrapped__)
     one = jnp.float32(1.0)
     for f in updates.values():
         jax.block_until_ready(f(learner.state, *batches[0], one))

@@ -7,7 +7,7 @@ from moozi import xla_tuning
 
 def test_switch_reads_the_environment():
     assert xla_tuning.enabled({}) and xla_tuning.enabled({"MOOZI_XLA_TUNING": "on"})
-    for off in ("off", "0", "false", "No", " off "):
+    for off in ("off", "0", "false", "No", " off ", ""):
         assert not xla_tuning.enabled({"MOOZI_XLA_TUNING": off})
     assert xla_tuning.update_options({"MOOZI_XLA_TUNING": "off"}) is None
 

@@ -25,7 +25,7 @@ MAX_BYTES = 2 * 1024**3
 # JAX keeps only programs that took >= 1 s to compile; a Ray CartPole run starts in 16 s instead of 18-20
 # when the many 0.1-1 s programs are kept too (docs/results/distributed). They are small (1.4 MB in all).
 MIN_COMPILE_S = 0.1
-_OFF = ("", "0", "off", "false", "no", "none")
+OFF = ("", "0", "off", "false", "no", "none")  # the values that turn a MOOZI_* switch off (also xla_tuning)
 
 log = logging.getLogger("moozi")
 
@@ -35,7 +35,7 @@ def cache_dir(environ=None) -> str | None:
     env = os.environ if environ is None else environ
     if ENV in env:
         value = env[ENV].strip()
-        return None if value.lower() in _OFF else str(Path(value).expanduser().absolute())
+        return None if value.lower() in OFF else str(Path(value).expanduser().absolute())
     base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
     return str(Path(base) / "moozi" / "xla")
 

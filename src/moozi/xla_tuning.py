@@ -3,11 +3,11 @@
 XLA:CPU hands some fused operations to a kernel library (YNNPACK). For the
 learner's update (forward, backward through K unrolled steps, Adam) that is
 slower on the 2-core development machine: with those library fusions off the
-update ran 1.11x (CartPole MLP), 1.20x (tic-tac-toe), 1.30x (breakout) and
-1.52x (connect four) faster, interleaved A/B in one process
-(docs/results/xla-tuning.md). The acting rollouts ran 8-10% slower with them
-off, so only the update gets the option; every other program compiles with
-XLA's defaults.
+update ran 1.10x (CartPole MLP), 1.26x (tic-tac-toe), 1.24x (breakout) and
+1.58x (connect four) faster, interleaved A/B in one process
+(``benchmarks/xla_tuning.py``, docs/results/xla-tuning.md). Three of four
+presets' training rollouts ran 12-21% slower with them off, so only the
+update gets the option; every other program compiles with XLA's defaults.
 
 ``MOOZI_XLA_TUNING=off`` compiles everything with XLA's defaults (to compare,
 or should a later XLA make the choice wrong). An XLA that does not know the
@@ -22,8 +22,9 @@ import functools
 import logging
 import os
 
+from moozi.compile_cache import OFF
+
 ENV = "MOOZI_XLA_TUNING"
-_OFF = ("0", "off", "false", "no", "none")
 
 # An empty list of library fusion types: the update's operations are emitted by XLA itself.
 UPDATE_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
@@ -32,9 +33,9 @@ log = logging.getLogger("moozi")
 
 
 def enabled(environ=None) -> bool:
-    """False when ``MOOZI_XLA_TUNING`` turns the tuning off."""
+    """False when ``MOOZI_XLA_TUNING`` turns the tuning off (``off``, ``0``, ``false``, ``no``, ``none`` or empty)."""
     env = os.environ if environ is None else environ
-    return env.get(ENV, "on").strip().lower() not in _OFF
+    return env.get(ENV, "on").strip().lower() not in OFF
 
 
 @functools.cache
