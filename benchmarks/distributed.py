@@ -5,6 +5,12 @@
         other (`moozi train` subprocesses); env steps/s and updates/s after warm-up, the
         achieved replay ratio, and the ratios Ray sync / local and async / sync
         (``--only local-sync local-async``: both schedules in one process).
+        Each run's CPU use is sampled from /proc/stat (the whole machine, so run
+        it on an idle one): the busy share of all cores and the core-seconds per
+        1,000 env steps after warm-up. async / sync splits into how much more of
+        the machine async keeps busy times how much less CPU it spends per env
+        step, and ``1 / sync busy share`` bounds what filling sync's idle cores
+        alone can give.
     python benchmarks/distributed.py acting --preset breakout --seconds 60
         acting only (no learner): W=1 versus W=2 Ray training workers, one CPU each.
     python benchmarks/distributed.py startup
@@ -27,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +49,58 @@ def _train(preset: str, run: Path, minutes: float, overrides: list[str]) -> tupl
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
     return t0, out.returncode
+
+
+def cpu_times(stat: str) -> tuple[int, int]:
+    """(busy, total) clock ticks of all cores from /proc/stat's text: its first line, ``cpu  user nice
+    system idle iowait irq softirq steal guest guest_nice``. Busy is user + nice + system + irq +
+    softirq (guest time is already inside user and nice), idle is idle + iowait; steal (another
+    virtual machine ran) is neither, so the busy share is of the time this machine had its cores."""
+    fields = stat.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        raise ValueError(f"not /proc/stat's first line: {stat[:80]!r}")
+    user, nice, system, idle, iowait, irq, softirq = (int(v) for v in fields[1:8])
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait
+
+
+def busy_share(samples: list[tuple[float, int, int]], t0: float, t1: float) -> float | None:
+    """The busy share of all cores from the first sample at or after ``t0`` to the last at or before
+    ``t1``; samples are ``(wall time, busy ticks, total ticks)``. None with fewer than two there."""
+    inside = [s for s in samples if t0 <= s[0] <= t1]
+    if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+
+
+class CpuSampler:
+    """``(time.time(), busy, total)`` from /proc/stat every ``every_s`` seconds in a thread; no samples
+    where /proc/stat is missing (not Linux)."""
+
+    def __init__(self, every_s: float = 2.0, path: str = "/proc/stat"):
+        self.every_s, self.path, self.samples = every_s, Path(path), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        try:
+            self.samples.append((time.time(), *cpu_times(self.path.read_text())))
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        self._sample()
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
 
 
 def _window_errors(rows: list[dict], run: Path, t0: float, warmup: float, window: float = 60.0) -> list[float]:
@@ -62,7 +121,7 @@ def _window_errors(rows: list[dict], run: Path, t0: float, warmup: float, window
     return errors
 
 
-def _rates(run: Path, t0: float, warmup: float) -> dict:
+def _rates(run: Path, t0: float, warmup: float, cpu: list | None = None) -> dict:
     rows = [r for r in read_metrics(run) if "perf/env_steps_per_s" in r]
     windows = _window_errors(rows, run, t0, warmup)
     lag = [r["lag/segment_max"] for r in rows if "lag/segment_max" in r]
@@ -72,7 +131,12 @@ def _rates(run: Path, t0: float, warmup: float) -> dict:
     ratio = [r["ratio/achieved"] for r in rows if "ratio/achieved" in r]
     errors = [abs(r["ratio/error"]) for r in rows if "ratio/error" in r and r["wall_time"] - t0 >= warmup]
     tests = [r["test/return_mean"] for r in rows if "test/return_mean" in r]
-    return {"env_steps_per_s": (last["env_steps"] - first["env_steps"]) / dt,
+    busy = busy_share(cpu or [], first["wall_time"], last["wall_time"])
+    steps = last["env_steps"] - first["env_steps"]
+    cores = os.cpu_count() or 1
+    return {"cpu_busy_share": busy,
+            "cpu_core_s_per_1k_env_steps": busy * cores * dt / steps * 1000.0 if busy is not None and steps else None,
+            "env_steps_per_s": steps / dt,
             "updates_per_s": (last["updates"] - first["updates"]) / dt,
             "measured_s": dt, "env_steps": last["env_steps"], "updates": last["updates"],
             "ratio_achieved": ratio[-1] if ratio else None,
@@ -103,8 +167,10 @@ def throughput(args) -> list[dict]:
         if args.only and name not in args.only:
             continue
         run = base / name
-        t0, _ = _train(args.preset, run, args.minutes, common + extra)
-        r = {"mode": "throughput", "variant": name, "preset": args.preset, **_rates(run, t0, args.warmup),
+        with CpuSampler() as cpu:
+            t0, _ = _train(args.preset, run, args.minutes, common + extra)
+        r = {"mode": "throughput", "variant": name, "preset": args.preset,
+             **_rates(run, t0, args.warmup, cpu.samples),
              "run_dir": str(run)}
         print(json.dumps(r), flush=True)
         out.append(r)
@@ -117,6 +183,10 @@ def throughput(args) -> list[dict]:
             summary["async_over_sync_env_steps"] = by["ray-async"]["env_steps_per_s"] / by["ray-sync"]["env_steps_per_s"]
         print(json.dumps(summary), flush=True)
         out.append(summary)
+    for sync, asyn in (("ray-sync", "ray-async"), ("local-sync", "local-async")):
+        if sync in by and asyn in by:
+            out.append({**_cpu_split(by[sync], by[asyn]), "sync": sync, "async": asyn})
+            print(json.dumps(out[-1]), flush=True)
     if "local-sync" in by and "local-async" in by:
         summary = {"mode": "ratios", "local_async_over_local_sync_env_steps":
                    by["local-async"]["env_steps_per_s"] / by["local-sync"]["env_steps_per_s"],
@@ -125,6 +195,17 @@ def throughput(args) -> list[dict]:
         print(json.dumps(summary), flush=True)
         out.append(summary)
     return out
+
+
+def _cpu_split(sync: dict, asyn: dict) -> dict:
+    """async / sync env steps/s = (busy share async / sync) x (CPU per env step sync / async), and the
+    most that keeping sync's idle cores busy at sync's CPU per env step could give (1 / its busy share)."""
+    if sync["cpu_busy_share"] is None or asyn["cpu_busy_share"] is None:
+        return {"mode": "cpu_split", "note": "no /proc/stat samples"}
+    return {"mode": "cpu_split", "sync_busy_share": sync["cpu_busy_share"], "async_busy_share": asyn["cpu_busy_share"],
+            "busy_gain": asyn["cpu_busy_share"] / sync["cpu_busy_share"],
+            "cpu_per_env_step_gain": sync["cpu_core_s_per_1k_env_steps"] / asyn["cpu_core_s_per_1k_env_steps"],
+            "async_ceiling_at_sync_cpu_cost": 1.0 / sync["cpu_busy_share"]}
 
 
 def acting(args) -> list[dict]:
