@@ -24,7 +24,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
-# CI's tier: every module, every command and acting path once (15.0 min of pytest, 16.7 with the set-up, from
+# CI's tier: every module, every command and acting path once (14.2-15.0 min of pytest, 15.9-16.7 with the set-up, from
 # a fresh clone on the slowest 2-core machine seen, 2026-11-27). test-all adds the extended tier (8 min more).
 test: lint
 	$(VENV)/bin/python -m pytest -n 2 -q -m "not extended"

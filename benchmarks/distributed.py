@@ -22,7 +22,7 @@
         the end of warm-up and ``span`` minutes later, its growth, and the
         object store's largest resident size after warm-up; a curve per minute.
 
-Every mode prints JSON lines; ``--markdown`` adds a table for docs/results.
+Every mode prints JSON lines; ``--markdown`` adds a table of the throughput and acting rows for docs/results.
 """
 
 from __future__ import annotations
@@ -310,7 +310,33 @@ def memory(args) -> list[dict]:
     return [out]
 
 
-def main() -> int:
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{100.0 * v:.1f}%"
+
+
+def markdown_table(results: list[dict]) -> str:
+    """The throughput rows (and acting rows) of ``results`` as a markdown table; "" when there are none."""
+    lines = []
+    runs = [r for r in results if r.get("mode") == "throughput"]
+    if runs:
+        lines += ["| variant | env steps/s | updates/s | CPU busy share | core-s per 1k env steps "
+                  "| worst 60 s ratio error | segment lag max |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in runs:
+            cost, lag = r.get("cpu_core_s_per_1k_env_steps"), r.get("segment_lag_max")
+            cost = "—" if cost is None else f"{cost:.2f}"
+            lag = "—" if lag is None else f"{lag:g}"
+            lines.append(f"| {r['variant']} | {r['env_steps_per_s']:,.1f} | {r['updates_per_s']:.2f} "
+                         f"| {_pct(r.get('cpu_busy_share'))} | {cost} "
+                         f"| {_pct(r.get('ratio_window60_abs_error_max'))} | {lag} |")
+    acting_rows = [r for r in results if r.get("mode") == "acting"]
+    if acting_rows:
+        lines += (["", "| training workers | env steps/s |", "| --- | --- |"] if lines else
+                  ["| training workers | env steps/s |", "| --- | --- |"])
+        lines += [f"| {r['workers']} | {r['env_steps_per_s']:,.1f} |" for r in acting_rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=["throughput", "acting", "startup", "memory"])
     p.add_argument("--run", type=Path, default=None, help="memory: the run directory to read")
@@ -330,7 +356,8 @@ def main() -> int:
     p.add_argument("--override", dest="overrides", action="append", default=[])
     p.add_argument("--async-override", dest="async_overrides", action="append", default=[])
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines here")
-    args = p.parse_args()
+    p.add_argument("--markdown", action="store_true", help="also print the throughput / acting rows as a table")
+    args = p.parse_args(argv)
     results = {"throughput": throughput, "acting": acting, "startup": startup, "memory": memory}[args.mode](args)
     if args.mode != "memory":  # rates are this machine's (memory reads a run, whose machines.jsonl says)
         results.insert(0, {"mode": "machine", **machine_info()})
@@ -340,6 +367,8 @@ def main() -> int:
         with args.out.open("a") as f:
             for r in results:
                 f.write(json.dumps(r) + "\n")
+    if args.markdown:
+        print(markdown_table(results) or f"(no table for {args.mode})")
     return 0
 
 

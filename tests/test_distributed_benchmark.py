@@ -70,3 +70,29 @@ def test_cpu_split_golden():
     assert r["busy_gain"] == pytest.approx(1.2) and r["cpu_per_env_step_gain"] == pytest.approx(1.25)
     assert r["async_ceiling_at_sync_cpu_cost"] == pytest.approx(1.25)
     assert bench._cpu_split({"cpu_busy_share": None}, asyn)["note"] == "no /proc/stat samples"
+
+
+def test_markdown_table_golden():
+    # the seed-1 breakout pair of docs/results/distributed/cpu-split, rounded as the table rounds
+    rows = [{"mode": "machine"},
+            {"mode": "throughput", "variant": "ray-sync", "env_steps_per_s": 518.0868, "updates_per_s": 4.0476,
+             "cpu_busy_share": 0.8995, "cpu_core_s_per_1k_env_steps": 3.4725, "ratio_window60_abs_error_max": 0.0,
+             "segment_lag_max": 0.0},
+            {"mode": "throughput", "variant": "ray-async", "env_steps_per_s": 1548.3481, "updates_per_s": 4.3633,
+             "cpu_busy_share": None, "cpu_core_s_per_1k_env_steps": None, "ratio_window60_abs_error_max": 0.046875,
+             "segment_lag_max": None}]
+    assert bench.markdown_table(rows).splitlines()[2:] == [
+        "| ray-sync | 518.1 | 4.05 | 90.0% | 3.47 | 0.0% | 0 |",
+        "| ray-async | 1,548.3 | 4.36 | — | — | 4.7% | — |"]
+    acting = bench.markdown_table([{"mode": "acting", "workers": 2, "env_steps_per_s": 8452.0}])
+    assert acting.splitlines() == ["| training workers | env steps/s |", "| --- | --- |", "| 2 | 8,452.0 |"]
+    assert bench.markdown_table([{"mode": "memory"}]) == ""
+
+
+def test_memory_mode_prints_a_note_for_markdown(tmp_path, capsys):
+    rows = [{"wall_time": 1.0, "wall_s": 60.0 * m, "mem/components_rss_mb": 100.0 + m} for m in range(0, 42)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench.main(["memory", "--run", str(tmp_path), "--warmup-min", "10", "--span-min", "30", "--markdown"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads(out[0])["rss_growth"] == pytest.approx(140.0 / 110.0 - 1.0)
+    assert out[-1] == "(no table for memory)"
