@@ -330,8 +330,7 @@ def markdown_table(results: list[dict]) -> str:
                          f"| {_pct(r.get('ratio_window60_abs_error_max'))} | {lag} |")
     acting_rows = [r for r in results if r.get("mode") == "acting"]
     if acting_rows:
-        lines += (["", "| training workers | env steps/s |", "| --- | --- |"] if lines else
-                  ["| training workers | env steps/s |", "| --- | --- |"])
+        lines += [""] * bool(lines) + ["| training workers | env steps/s |", "| --- | --- |"]
         lines += [f"| {r['workers']} | {r['env_steps_per_s']:,.1f} |" for r in acting_rows]
     return "\n".join(lines)
 
