@@ -92,3 +92,15 @@ def test_resnet_refuses_vector_observations():
 def test_normalize_hidden_constant_input_is_finite():
     out = normalize_hidden(jnp.ones((2, 3)))
     assert np.all(np.isfinite(out))
+
+
+def test_normalize_hidden_gradient_golden():
+    # x = [0, 1, 3], loss = w . f(x) with w = [1, 2, 3]; d = hi - lo = 3, f = [0, 1/3, 1].
+    # dL/dlo = -sum(w)/d + sum(w (x - lo))/d^2 = -2 + 11/9; dL/dhi = -11/9; the middle element w_1/d = 2/3.
+    # So the gradient is [1/3 - 7/9, 2/3, 1 - 11/9] = [-4/9, 6/9, -2/9] (sums to 0: f ignores a shift).
+    x = jnp.array([[0.0, 1.0, 3.0]])
+    w = jnp.array([[1.0, 2.0, 3.0]])
+    grad = jax.jit(jax.grad(lambda h: jnp.sum(w * normalize_hidden(h))))(x)
+    np.testing.assert_allclose(grad, [[-4 / 9, 6 / 9, -2 / 9]], atol=1e-6)
+    # A constant hidden state (hi == lo) keeps a finite gradient.
+    assert np.all(np.isfinite(jax.grad(lambda h: jnp.sum(w * normalize_hidden(h)))(jnp.ones((1, 3)))))

@@ -29,10 +29,16 @@ from moozi.types import ModelOutput
 
 
 def normalize_hidden(hidden):
-    """Min-max scale each sample's hidden state to [0, 1] (MuZero). ``[B, ...]`` -> same."""
+    """Min-max scale each sample's hidden state to [0, 1] (MuZero). ``[B, ...]`` -> same.
+
+    The extremes are gathered at argmin/argmax rather than reduced with ``min``/``max``: JAX's gradient of a
+    ``max`` divides by the number of elements equal to it, which is 0 (a NaN gradient) when XLA computes the
+    operand twice and rounds the copies differently (seen with ``JAX_DISABLE_MOST_OPTIMIZATIONS``). Same value;
+    the same gradient to float rounding (``benchmarks/hidden_norm_ab.py``).
+    """
     flat = hidden.reshape(hidden.shape[0], -1)
-    lo = flat.min(axis=-1, keepdims=True)
-    hi = flat.max(axis=-1, keepdims=True)
+    lo = jnp.take_along_axis(flat, flat.argmin(axis=-1, keepdims=True), axis=-1)
+    hi = jnp.take_along_axis(flat, flat.argmax(axis=-1, keepdims=True), axis=-1)
     flat = (flat - lo) / jnp.maximum(hi - lo, 1e-5)
     return flat.reshape(hidden.shape)
 
