@@ -66,9 +66,10 @@ def test_train_is_deterministic_given_the_seeds(model):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_tuned_update_computes_what_the_default_one_does(model, monkeypatch):
+def test_tuned_update_computes_what_the_default_one_does(model, monkeypatch, xla_optimized):
     """The update compiled with moozi's XLA:CPU options (moozi.xla_tuning) against XLA's defaults: the same
-    params after four updates, to float rounding (the options change how operations are emitted, not what)."""
+    params after four updates, to float rounding (the options change how operations are emitted, not what).
+    Compiled with XLA's optimisations on, as users compile it."""
     tuned = _learner(model)
     monkeypatch.setenv("MOOZI_XLA_TUNING", "off")
     default = _learner(model)
