@@ -24,8 +24,9 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
-# CI's tier: every module, every command and acting path once (14.2-15.0 min of pytest, 15.9-16.7 with the set-up, from
-# a fresh clone on the slowest 2-core machine seen, 2026-11-27). test-all adds the extended tier (8 min more).
+# CI's tier: every module, every command and acting path once (10.1-10.8 min of pytest from a cold compile cache on the
+# slowest 2-core machine seen, 2026-11-27, with XLA's backend optimisations off for the tests (tests/conftest.py); 14.1
+# min with them on). test-all adds the extended tier (8.6 min more).
 test: lint
 	$(VENV)/bin/python -m pytest -n 2 -q -m "not extended"
 
