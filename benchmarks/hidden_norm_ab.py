@@ -10,18 +10,18 @@ rollout compiled with each, timed in interleaved rounds on the same inputs,
 and how far the two updates' gradients are apart.
 
 Usage: ``python benchmarks/hidden_norm_ab.py [--preset breakout] [--rounds 6]``. Run it alone on an idle machine.
-Prints one JSON line: median ms per call and reduce / gather time ratios (> 1: the gather is faster).
+Prints one JSON line: median ms per call and each variant's speed-up over the reductions (> 1: faster).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from moozi import xla_tuning
 from moozi.config import apply_overrides, config_from_dict
@@ -33,6 +33,14 @@ from moozi.observe.machine import cpu_description
 from moozi.presets import load_preset
 from moozi.update import build_batch
 from moozi.workers import make_actor
+
+
+def _timing_helpers():
+    """benchmarks/xla_tuning.py's interleaved timing and its acting / update calls (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location("moozi_bench_xla_tuning", Path(__file__).with_name("xla_tuning.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def reduce_normalize(hidden):
@@ -58,17 +66,6 @@ def _compiled(fn, args_for_trace, compiler_options=None):
     return out
 
 
-def _interleaved(calls: dict, rounds: int) -> dict:
-    times = {k: [] for k in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            per = call()
-            times[name].append((time.perf_counter() - t0) * 1000 / per)
-    ms = {k: float(np.median(v)) for k, v in times.items()}
-    return {"ms": {k: round(v, 2) for k, v in ms.items()}, "reduce_over_gather": round(ms["reduce"] / ms["gather"], 3)}
-
-
 def measure(preset: str, rounds: int) -> dict:
     cfg = config_from_dict(apply_overrides(load_preset(preset), []))
     if not cfg.model.normalize_hidden:
@@ -77,40 +74,23 @@ def measure(preset: str, rounds: int) -> dict:
     learner = Learner(model, env.spec, cfg.learner, cfg.targets, cfg.replay, jax.random.key(0))
     out = {"preset": preset}
 
+    bench = _timing_helpers()
     actor = make_actor(cfg, env, model, "train", jax.random.key(1))
     actor.set_params(*learner.params())
-    steps = 0
-    while steps < max(cfg.schedule.min_replay_steps, 2000):
-        episodes, _ = actor.run()
-        steps += learner.add_episodes(episodes)
+    episodes, _ = actor.run()
+    bench.fill_replay(cfg, learner, actor, episodes)
     if hasattr(actor, "_rollout"):
-        temperature = jnp.float32(1.0)
-        rollouts = _compiled(actor._rollout.__wrapped__, (actor.params, actor.carry, temperature))
+        call = bench.rollout_call(actor)
+        rollouts = _compiled(actor._rollout.__wrapped__, (actor.params, actor.carry, jnp.float32(1.0)))
+        out["acting"] = bench._interleaved({k: (lambda f=f: call(f)) for k, f in rollouts.items()}, rounds, "reduce")
 
-        def rollout_call(f, n=3):
-            carry = actor.carry
-            for _ in range(n):
-                carry, sample = f(actor.params, carry, temperature)
-            jax.block_until_ready(sample)
-            return n
-
-        out["acting"] = _interleaved({k: (lambda f=f: rollout_call(f)) for k, f in rollouts.items()}, rounds)
-
-    samples = [learner.replay.sample(cfg.schedule.batch_size, symmetries=1) for _ in range(10)]
-    batches = [jax.device_put((s.windows, s.positions, s.weights)) for s in samples]
+    call = bench.update_call(cfg, learner)
     one = jnp.float32(1.0)
-    updates = _compiled(learner._update.__wrapped__, (learner.state, *batches[0], one), xla_tuning.update_options())
-
-    def update_call(f):
-        for b in batches:
-            result = f(learner.state, *b, one)
-        jax.block_until_ready(result)
-        return len(batches)
-
-    out["update"] = _interleaved({k: (lambda f=f: update_call(f)) for k, f in updates.items()}, rounds)
+    updates = _compiled(learner._update.__wrapped__, (learner.state, *call.batches[0], one), xla_tuning.update_options())
+    out["update"] = bench._interleaved({k: (lambda f=f: call(f)) for k, f in updates.items()}, rounds, "reduce")
 
     # Gradient agreement on one of the preset's batches, its targets built as the learner builds them.
-    windows, positions, weights = batches[0]
+    windows, positions, weights = call.batches[0]
     batch = build_batch(windows, positions, weights, target_config=cfg.targets, num_actions=model.num_actions,
                         frame_scale=env.spec.observation_scale)
     grads = _compiled(jax.grad(lambda p, b: loss_fn(p, model, b, cfg.learner)[0]), (learner.state.params, batch))

@@ -33,15 +33,16 @@ from moozi.xla_tuning import UPDATE_OPTIONS
 VARIANTS = {"default": None, "tuned": UPDATE_OPTIONS}
 
 
-def _interleaved(calls: dict, rounds: int) -> dict:
-    """Median ms per call of each named zero-argument blocking function, timed round-robin."""
+def _interleaved(calls: dict, rounds: int, base_name: str = "default") -> dict:
+    """Median ms per call of each named zero-argument blocking function (it returns its number of calls), timed
+    round-robin; ``speedup`` against ``base_name``'s."""
     times = {k: [] for k in calls}
     for _ in range(rounds):
         for name, call in calls.items():
             t0 = time.perf_counter()
             per = call()
             times[name].append((time.perf_counter() - t0) * 1000 / per)
-    base = float(np.median(times["default"]))
+    base = float(np.median(times[base_name]))
     return {k: {"ms": round(float(np.median(v)), 2), "speedup": round(base / float(np.median(v)), 3)}
             for k, v in times.items()}
 
@@ -49,6 +50,43 @@ def _interleaved(calls: dict, rounds: int) -> dict:
 def _jit_variants(fn) -> dict:
     """``fn`` (a jitted program's Python function) compiled once per variant, nothing donated."""
     return {k: jax.jit(fn, compiler_options=v) for k, v in VARIANTS.items()}
+
+
+def fill_replay(cfg, learner: Learner, actor, episodes) -> None:
+    """Add ``episodes`` and keep acting until replay holds what the learner samples from."""
+    steps = learner.add_episodes(episodes)
+    while steps < max(cfg.schedule.min_replay_steps, 2000):
+        episodes, _ = actor.run()
+        steps += learner.add_episodes(episodes)
+
+
+def rollout_call(actor, n: int = 3):
+    """``call(f)``: ``n`` rollouts of ``f`` (a compiled ``actor._rollout``) from the actor's carry; returns ``n``."""
+    temperature = jnp.float32(1.0)
+
+    def call(f, n=n):
+        carry = actor.carry
+        for _ in range(n):
+            carry, sample = f(actor.params, carry, temperature)
+        jax.block_until_ready(sample)
+        return n
+    return call
+
+
+def update_call(cfg, learner: Learner, num_batches: int = 10):
+    """``call(f)``: ``f`` (a compiled learner update, nothing donated) on the same fixed batches from the learner's
+    state, so every variant starts alike; returns the number of updates."""
+    samples = [learner.replay.sample(cfg.schedule.batch_size, symmetries=1) for _ in range(num_batches)]
+    batches = [jax.device_put((s.windows, s.positions, s.weights)) for s in samples]
+    one = jnp.float32(1.0)
+
+    def call(f):
+        for b in batches:
+            result = f(learner.state, *b, one)
+        jax.block_until_ready(result)
+        return len(batches)
+    call.batches = batches
+    return call
 
 
 def measure(preset: str, rounds: int, overrides: list[str]) -> dict:
@@ -66,39 +104,19 @@ def measure(preset: str, rounds: int, overrides: list[str]) -> dict:
             continue
         episodes, _ = actor.run()
         if role == "train":
-            steps = learner.add_episodes(episodes)
-            while steps < max(cfg.schedule.min_replay_steps, 2000):
-                episodes, _ = actor.run()
-                steps += learner.add_episodes(episodes)
+            fill_replay(cfg, learner, actor, episodes)
         rollouts = _jit_variants(actor._rollout.__wrapped__)
-        temperature = jnp.float32(1.0)
+        call = rollout_call(actor)
         for f in rollouts.values():
-            jax.block_until_ready(f(actor.params, actor.carry, temperature))
-
-        def rollout_call(f, n=3):
-            carry = actor.carry
-            for _ in range(n):
-                carry, sample = f(actor.params, carry, temperature)
-            jax.block_until_ready(sample)
-            return n
-
-        out[role] = _interleaved({k: (lambda f=f: rollout_call(f)) for k, f in rollouts.items()}, rounds)
+            call(f, n=1)
+        out[role] = _interleaved({k: (lambda f=f: call(f)) for k, f in rollouts.items()}, rounds)
 
     # The learner's own update on ten fixed batches (not donated: every variant starts from the same state).
-    samples = [learner.replay.sample(cfg.schedule.batch_size, symmetries=1) for _ in range(10)]
-    batches = [jax.device_put((s.windows, s.positions, s.weights)) for s in samples]
     updates = _jit_variants(learner._update.__wrapped__)
-    one = jnp.float32(1.0)
+    call = update_call(cfg, learner)
     for f in updates.values():
-        jax.block_until_ready(f(learner.state, *batches[0], one))
-
-    def update_call(f):
-        for b in batches:
-            result = f(learner.state, *b, one)
-        jax.block_until_ready(result)
-        return len(batches)
-
-    out["update"] = _interleaved({k: (lambda f=f: update_call(f)) for k, f in updates.items()}, rounds)
+        call(f)
+    out["update"] = _interleaved({k: (lambda f=f: call(f)) for k, f in updates.items()}, rounds)
     return out
 
 
