@@ -24,7 +24,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
-# CI's tier: every module, every command and acting path once (10.1-10.8 min of pytest from a cold compile cache on the
+# CI's tier: every module, every command and acting path once (10.1-11.8 min of pytest from a cold compile cache on the
 # slowest 2-core machine seen, 2026-11-27, with XLA's backend optimisations off for the tests (tests/conftest.py); 14.1
 # min with them on). test-all adds the extended tier (8.6 min more).
 test: lint
