@@ -33,11 +33,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from moozi.observe.machine import machine_info
+from moozi.observe.machine import STAT, Sampler, cpu_sample, machine_info
 from moozi.observe.metrics import read_metrics
 
 
@@ -51,19 +50,6 @@ def _train(preset: str, run: Path, minutes: float, overrides: list[str]) -> tupl
     return t0, out.returncode
 
 
-def cpu_times(stat: str) -> tuple[int, int]:
-    """(busy, total) clock ticks of all cores from /proc/stat's text: its first line, ``cpu  user nice
-    system idle iowait irq softirq steal guest guest_nice``. Busy is user + nice + system + irq +
-    softirq (guest time is already inside user and nice), idle is idle + iowait; steal (another
-    virtual machine ran) is neither, so the busy share is of the time this machine had its cores."""
-    fields = stat.split("\n", 1)[0].split()
-    if not fields or fields[0] != "cpu" or len(fields) < 9:
-        raise ValueError(f"not /proc/stat's first line: {stat[:80]!r}")
-    user, nice, system, idle, iowait, irq, softirq = (int(v) for v in fields[1:8])
-    busy = user + nice + system + irq + softirq
-    return busy, busy + idle + iowait
-
-
 def busy_share(samples: list[tuple[float, int, int]], t0: float, t1: float) -> float | None:
     """The busy share of all cores from the first sample at or after ``t0`` to the last at or before
     ``t1``; samples are ``(wall time, busy ticks, total ticks)``. None with fewer than two there."""
@@ -73,34 +59,10 @@ def busy_share(samples: list[tuple[float, int, int]], t0: float, t1: float) -> f
     return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
 
 
-class CpuSampler:
-    """``(time.time(), busy, total)`` from /proc/stat every ``every_s`` seconds in a thread; no samples
-    where /proc/stat is missing (not Linux)."""
-
-    def __init__(self, every_s: float = 2.0, path: str = "/proc/stat"):
-        self.every_s, self.path, self.samples = every_s, Path(path), []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        try:
-            self.samples.append((time.time(), *cpu_times(self.path.read_text())))
-        except OSError:
-            pass
-
-    def _run(self) -> None:
-        self._sample()
-        while not self._stop.wait(self.every_s):
-            self._sample()
-
-    def __enter__(self) -> CpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+def cpu_sampler(every_s: float = 2.0, path: str | Path = STAT) -> Sampler:
+    """``(time.time(), busy, total)`` of all cores every ``every_s`` seconds, at start and at exit; no
+    samples where /proc/stat is missing (not Linux)."""
+    return Sampler(lambda: cpu_sample(Path(path)), every_s)
 
 
 def _window_errors(rows: list[dict], run: Path, t0: float, warmup: float, window: float = 60.0) -> list[float]:
@@ -167,7 +129,7 @@ def throughput(args) -> list[dict]:
         if args.only and name not in args.only:
             continue
         run = base / name
-        with CpuSampler() as cpu:
+        with cpu_sampler() as cpu:
             t0, _ = _train(args.preset, run, args.minutes, common + extra)
         r = {"mode": "throughput", "variant": name, "preset": args.preset,
              **_rates(run, t0, args.warmup, cpu.samples),

@@ -34,7 +34,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -42,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from moozi.eval.stats import wilson_interval  # noqa: E402
-from moozi.observe.machine import machine_info, machine_line  # noqa: E402
+from moozi.observe.machine import Sampler, machine_info, machine_line  # noqa: E402
 from summarize_run import summarize  # noqa: E402
 
 Z95 = 1.959963984540054
@@ -54,27 +53,6 @@ def mean_interval(values) -> dict:
     se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
     m = float(v.mean())
     return {"mean": m, "low": m - Z95 * se, "high": m + Z95 * se, "n": int(v.size)}
-
-
-class LoadSampler:
-    """The 1-minute load average, sampled every ``every_s`` seconds in a thread."""
-
-    def __init__(self, every_s: float = 5.0):
-        self.every_s, self.samples = every_s, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(self.every_s):
-            self.samples.append(os.getloadavg()[0])
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def final_eval(run_dir: Path, games: int, opponent: str, seed: int, checkpoint: str = "latest") -> dict:
@@ -103,7 +81,7 @@ def run_seed(args, seed: int, out: Path) -> dict:
            "--seed", str(seed), *(["--minutes", str(args.minutes)] if args.minutes else []), *args.overrides]
     before = os.getloadavg()[0]
     t = time.monotonic()
-    with LoadSampler(args.load_every_s) as load, open(out / f"seed-{seed}.log", "w") as log:
+    with Sampler(lambda: os.getloadavg()[0], args.load_every_s, edges=False) as load, open(out / f"seed-{seed}.log", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     wall = time.monotonic() - t
     if proc.returncode != 0:

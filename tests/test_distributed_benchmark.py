@@ -1,4 +1,5 @@
-"""benchmarks/distributed.py: its CPU accounting (hand-computed) on made-up /proc/stat text and run files."""
+"""benchmarks/distributed.py: its CPU accounting (hand-computed) on made-up /proc/stat text and run files
+(the /proc/stat reading and sampler are moozi.observe.machine's)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from moozi.observe.machine import cpu_times
 
 # loaded under its own name: "distributed" alone could be another package's
 _SPEC = importlib.util.spec_from_file_location(
@@ -20,9 +23,9 @@ STAT = "cpu  100 5 50 800 40 3 2 30 7 0\ncpu0 50 2 25 400 20 1 1 15 3 0\n"
 
 def test_cpu_times_golden():
     # busy = 100 + 5 + 50 + 3 + 2 = 160 (guest 7 is already in user), idle 800 + iowait 40; steal 30 is neither
-    assert bench.cpu_times(STAT) == (160, 1000)
+    assert cpu_times(STAT) == (160, 1000)
     with pytest.raises(ValueError, match="first line"):
-        bench.cpu_times("cpu0 1 2 3\n")
+        cpu_times("cpu0 1 2 3\n")
 
 
 def test_busy_share_golden():
@@ -36,10 +39,10 @@ def test_busy_share_golden():
 def test_cpu_sampler_reads_the_file_and_tolerates_its_absence(tmp_path):
     stat = tmp_path / "stat"
     stat.write_text(STAT)
-    with bench.CpuSampler(every_s=60.0, path=str(stat)) as cpu:
+    with bench.cpu_sampler(every_s=60.0, path=str(stat)) as cpu:
         pass
     assert len(cpu.samples) == 2 and all(s[1:] == (160, 1000) for s in cpu.samples)  # at start and at exit
-    with bench.CpuSampler(every_s=60.0, path=str(tmp_path / "missing")) as none:
+    with bench.cpu_sampler(every_s=60.0, path=str(tmp_path / "missing")) as none:
         pass
     assert none.samples == []
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
+import time
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
+STAT = Path("/proc/stat")
 
 
 def parse_cpuinfo(text: str) -> dict:
@@ -108,3 +111,54 @@ def machine_line(info: dict | None = None) -> str:
     if "jax" in info:
         line += f", jax {info['jax']} on {', '.join(info.get('devices', [])) or 'no device'}"
     return line
+
+
+def cpu_times(stat: str) -> tuple[int, int]:
+    """(busy, total) clock ticks of all cores from /proc/stat's text: its first line, ``cpu  user nice
+    system idle iowait irq softirq steal guest guest_nice``. Busy is user + nice + system + irq +
+    softirq (guest time is already inside user and nice), idle is idle + iowait; steal (another
+    virtual machine ran) is neither, so the busy share is of the time this machine had its cores."""
+    fields = stat.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        raise ValueError(f"not /proc/stat's first line: {stat[:80]!r}")
+    user, nice, system, idle, iowait, irq, softirq = (int(v) for v in fields[1:8])
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait
+
+
+def cpu_sample(path: Path = STAT) -> tuple[float, int, int]:
+    """``(time.time(), busy, total)``: :func:`cpu_times` now; OSError where there is no /proc/stat."""
+    return (time.time(), *cpu_times(Path(path).read_text()))
+
+
+class Sampler:
+    """``read()`` every ``every_s`` seconds in a thread while the ``with`` block runs (the machine's load
+    beside a run), and with ``edges`` also at its start and at exit, into ``samples``; a read that raises
+    OSError (no /proc: not Linux) adds nothing."""
+
+    def __init__(self, read, every_s: float, edges: bool = True):
+        self.read, self.every_s, self.edges, self.samples = read, every_s, edges, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        try:
+            self.samples.append(self.read())
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        if self.edges:
+            self._sample()
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.edges:
+            self._sample()
