@@ -24,14 +24,15 @@ import time
 from pathlib import Path
 
 from moozi.observe.machine import machine_info
-from moozi.observe.metrics import read_metrics
+from moozi.observe.metrics import read_metrics, training_rows
 
 
 def first_reach(run: Path, target: float) -> dict:
     rows = read_metrics(run)
     tests = [r for r in rows if "test/return_mean" in r]
     hit = next((r for r in tests if r["test/return_mean"] >= target), None)
-    last = rows[-1] if rows else {}
+    trained = training_rows(rows)
+    last = trained[-1] if trained else {}
     return {"env_steps_to_target": hit["env_steps"] if hit else None,
             "updates_to_target": hit["updates"] if hit else None,
             "minutes_to_target": round(hit["wall_s"] / 60, 2) if hit else None,

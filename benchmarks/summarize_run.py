@@ -14,15 +14,15 @@ import json
 
 import numpy as np
 
-from moozi.observe.metrics import read_metrics
+from moozi.observe.metrics import read_metrics, training_rows
 
 
 def summarize(run_dir: str, target: float) -> dict:
     rows = read_metrics(run_dir)
     tests = [r for r in rows if "test/return_mean" in r]
     out: dict = {"run_dir": run_dir, "target": target, "tests": len(tests)}
-    if rows:
-        last = rows[-1]
+    if training_rows(rows):
+        last = training_rows(rows)[-1]
         out.update(env_steps=last["env_steps"], updates=last["updates"], wall_s=round(last["wall_s"], 1),
                    env_steps_per_s=round(last["env_steps"] / max(last["wall_s"], 1e-9), 1),
                    updates_per_s=round(last["updates"] / max(last["wall_s"], 1e-9), 2))

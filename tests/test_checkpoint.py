@@ -20,7 +20,10 @@ from moozi.checkpoint import (
     LegacyCheckpointError,
     PendingCheckpoint,
     checkpoint_parts,
+    find_latest,
     list_checkpoints,
+    read_chunked_part,
+    verify_checkpoint,
     write_part,
 )
 from moozi.checkpoint import load_checkpoint as load_parts
@@ -196,7 +199,7 @@ def test_metadata_records_checksum_and_versions(tmp_path):
     path = save_checkpoint(tmp_path, 1, {"x": np.ones(3)}, {"a": 1})
     record = json.loads((path / "metadata.json").read_text())
     assert record["format"] == "moozi-checkpoint" and record["step"] == 1
-    assert record["format_version"] == 2 and len(record["parts"]["state"]["sha256"]) == 64
+    assert record["format_version"] == 3 and len(record["parts"]["state"]["sha256"]) == 64
     assert record["parts"]["state"]["bytes"] == (path / "state.msgpack").stat().st_size
     assert {"jax", "flax", "numpy", "python", "moozi"} <= set(record["versions"])
     assert record["metadata"] == {"a": 1}
@@ -357,14 +360,21 @@ def test_replay_buffer_state_round_trip(tmp_path):
     buf = ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=4)
     for seed in range(4):
         buf.add(traj(6, seed))
-    save_parts(tmp_path, 1, {"replay": buf.state_dict()}, {})
-    state, _, _ = latest_parts(tmp_path)
-    restored = ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=0)
-    restored.load_state_dict(state["replay"])
-    s1, s2 = buf.sample(8), restored.sample(8)
-    np.testing.assert_array_equal(s1.ids, s2.ids)
-    _assert_tree_equal(s1.windows, s2.windows)
-    restored.add(traj(5, 9))  # restored arrays are writable
+    pending = PendingCheckpoint(tmp_path, 1)
+    pending.write_chunked("replay", *buf.checkpoint_chunks(chunk_bytes=40))  # a few steps a chunk
+    path = pending.commit({})
+    assert json.loads((path / "metadata.json").read_text())["parts"]["replay"]["chunks"] > 3
+    state, _, _ = latest_parts(tmp_path)  # read whole: the chunks joined
+    streamed = ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=0)
+    streamed.load_chunks(*read_chunked_part(path, "replay"))
+    for restored in (ReplayBuffer(cfg, tcfg, (2, 2, 1), 3, frame_dtype="uint8", seed=0), streamed):
+        if restored is not streamed:
+            restored.load_state_dict(state["replay"])
+        s1, s2 = buf.sample(8), restored.sample(8)
+        np.testing.assert_array_equal(s1.ids, s2.ids)
+        _assert_tree_equal(s1.windows, s2.windows)
+        restored.add(traj(5, 9))  # restored arrays are writable
+        buf.load_state_dict(state["replay"])  # back to the saved state for the next one
 
 
 def test_parts_are_committed_together_and_loaded_by_name(tmp_path):
@@ -423,3 +433,102 @@ def test_a_part_sent_as_bytes_round_trips(tmp_path, train_state):
     (path / "actor_1.msgpack").write_bytes(data[:-3])
     with pytest.raises(Exception, match="truncated"):
         read_part_bytes(path, "actor_1")
+
+
+def _chunks(n, rows=5):
+    rng = np.random.default_rng(n)
+    return [{"a": np.full((rows, 3), i, np.uint8), "b": rng.normal(size=rows).astype(np.float32)} for i in range(n)]
+
+
+def test_a_chunked_part_streams_and_reads_whole(tmp_path):
+    pending = PendingCheckpoint(tmp_path, 1)
+    pending.write_chunked("big", {"count": 4, "rng": jax.random.key(2)}, iter(_chunks(4)))
+    pending.write_part("small", {"x": 1})
+    path = pending.commit({})
+    part = json.loads((path / "metadata.json").read_text())["parts"]["big"]
+    assert part["file"] == "big.chunks" and part["layout"] == "chunks" and part["chunks"] == 4
+    header, chunks = read_chunked_part(path, "big")
+    assert header["count"] == 4 and jax.dtypes.issubdtype(header["rng"].dtype, jax.dtypes.prng_key)
+    for got, want in zip(chunks, _chunks(4), strict=True):
+        np.testing.assert_array_equal(got["a"], want["a"])
+        np.testing.assert_array_equal(got["b"], want["b"])
+    whole, _ = load_parts(path, parts=["big"])  # read whole: the header with each key's chunks concatenated
+    np.testing.assert_array_equal(whole["big"]["a"], np.concatenate([c["a"] for c in _chunks(4)]))
+    assert whole["big"]["count"] == 4
+    header, chunks = read_chunked_part(path, "small")  # a part written whole streams as a header alone
+    assert header == {"x": 1} and list(chunks) == []
+    with pytest.raises(CheckpointError, match="chunked"):
+        from moozi.checkpoint import read_part_bytes
+
+        read_part_bytes(path, "big")
+
+
+def test_chunks_are_compressed_only_where_it_pays(tmp_path):
+    from moozi.checkpoint import write_chunked_part
+
+    noise = {"n": np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8)}  # incompressible
+    zeros = {"n": np.zeros(4096, np.uint8)}
+    sizes = {level: write_chunked_part(tmp_path, f"p{level}", {}, [noise, zeros], compress_level=level)
+             for level in (0, 1)}
+    assert sizes[0]["raw_bytes"] == sizes[1]["raw_bytes"] > 8192
+    assert sizes[0]["bytes"] > sizes[0]["raw_bytes"]  # frames only add their headers
+    assert sizes[1]["bytes"] < sizes[0]["bytes"] - 4000  # the zeros shrink, the noise stays raw
+    with pytest.raises(CheckpointError, match=r"compress_level = 10 is invalid: allowed an integer in \[0, 9\]"):
+        write_chunked_part(tmp_path, "p", {}, [], compress_level=10)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "cut_frame"])
+def test_a_damaged_chunked_part_is_reported_before_anything_is_decoded(tmp_path, damage):
+    pending = PendingCheckpoint(tmp_path, 1)
+    pending.write_chunked("big", {"count": 3}, iter(_chunks(3)))
+    path = pending.commit({})
+    f = path / "big.chunks"
+    data = bytearray(f.read_bytes())
+    if damage == "truncate":
+        f.write_bytes(bytes(data[:50]))
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+        f.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match="big.chunks (has 50 bytes|checksum)" if damage != "cut_frame"
+                       else "ends inside a frame"):
+        if damage == "cut_frame":  # checksum passed (skipped), the frame stream itself is short
+            f.write_bytes(bytes(data[:-3]))
+            list(read_chunked_part(path, "big", verified=True)[1])
+        else:
+            verify_checkpoint(path)
+
+
+def test_a_resume_takes_only_a_checkpoint_whose_every_part_is_good(tmp_path):
+    """find_latest / load_latest(verify_all=True) check every part, not only the ones they read; each bad
+    checkpoint is set aside and reported with the part that was bad."""
+    for step in (1, 2, 3):
+        pending = PendingCheckpoint(tmp_path, step)
+        pending.write_part("learner", {"v": step})
+        pending.write_part("actor", {"a": np.arange(100)})
+        pending.write_chunked("replay", {"n": step}, iter(_chunks(2)))
+        pending.commit({}, keep=5)
+    (tmp_path / "step_000000003" / "actor.msgpack").write_bytes(b"x")
+    data = bytearray((tmp_path / "step_000000002" / "replay.chunks").read_bytes())
+    data[-5] ^= 1
+    (tmp_path / "step_000000002" / "replay.chunks").write_bytes(bytes(data))
+    parts, _, path = latest_parts(tmp_path, parts=["learner"])  # a reader of one part: its own checks only
+    assert parts["learner"] == {"v": 3}
+    rejected: list = []
+    path, record = find_latest(tmp_path, parts=["learner"], set_aside=True, rejected=rejected)
+    assert path.name == "step_000000001" and set(record["parts"]) == {"learner", "actor", "replay"}
+    assert [(name, reason.split(" ")[0]) for name, reason, _ in rejected] == [
+        ("step_000000003", "actor.msgpack"), ("step_000000002", "replay.chunks")]
+    assert sorted(p.name for p in (tmp_path / "rejected").iterdir()) == ["step_000000002", "step_000000003"]
+    parts, _, path = latest_parts(tmp_path, parts=["learner"], verify_all=True)
+    assert parts["learner"] == {"v": 1}
+
+
+def test_a_format_2_checkpoint_is_still_read(tmp_path):
+    save_parts(tmp_path, 1, {"learner": {"v": np.arange(3)}}, {"m": 1})
+    meta = tmp_path / "step_000000001" / "metadata.json"
+    meta.write_text(meta.read_text().replace('"format_version": 3', '"format_version": 2'))
+    parts, m, _ = latest_parts(tmp_path, verify_all=True)
+    np.testing.assert_array_equal(parts["learner"]["v"], np.arange(3))
+    meta.write_text(meta.read_text().replace('"format_version": 2', '"format_version": 4'))
+    with pytest.raises(CheckpointError, match="format_version 4 is not supported .this moozi reads versions 2, 3"):
+        latest_parts(tmp_path)

@@ -13,7 +13,7 @@ import pytest
 from moozi.config import apply_overrides, config_from_dict, to_dict
 from moozi.driver import Trainer
 from moozi.driver.backend import LocalBackend, WorkerDied
-from moozi.observe.metrics import read_metrics
+from moozi.observe.metrics import read_metrics, training_rows
 from moozi.presets import load_preset
 from tests.test_train_smoke import TINY
 
@@ -100,7 +100,7 @@ def test_a_dead_worker_is_restarted_and_its_segment_lost(tmp_path):
     assert counters["env_steps"] >= 96 and counters["updates"] > 0
     # every stored episode is whole: replay validates first == 0 and last == length - 1 on insert
     rows = read_metrics(tmp_path / "run")
-    assert rows[-1]["workers/restarts"] == 1
+    assert training_rows(rows)[-1]["workers/restarts"] == 1
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -310,11 +310,11 @@ def test_reanalyze_runs_in_the_local_sync_schedule(tmp_path, count_in_ratio):
     if count_in_ratio:
         assert counters["updates"] > r * acted // b  # more than the acted steps alone pay for
         assert counters["updates"] <= r * (acted + reanalyzed) // b
-        assert rows[-1]["ratio/per_env_step"] == pytest.approx(counters["updates"] * b / acted)
-        assert rows[-1]["ratio/achieved"] == pytest.approx(counters["updates"] * b / (acted + reanalyzed))
+        assert training_rows(rows)[-1]["ratio/per_env_step"] == pytest.approx(counters["updates"] * b / acted)
+        assert training_rows(rows)[-1]["ratio/achieved"] == pytest.approx(counters["updates"] * b / (acted + reanalyzed))
     else:
         assert counters["updates"] == r * acted // b
-        assert "ratio/per_env_step" not in rows[-1]
+        assert "ratio/per_env_step" not in training_rows(rows)[-1]
 
 
 @pytest.mark.extended  # CI has the one-player reanalyze tests; this one compiles a two-player search (~55 s)

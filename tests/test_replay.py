@@ -468,6 +468,86 @@ def test_state_dict_round_trip_reproduces_samples(sampling):
         np.testing.assert_array_equal(tree._tree, restored._sampler._sum._tree)
 
 
+def whole_slots_state(buf: ReplayBuffer) -> dict:
+    """The replay state moozi wrote before version 4 (checkpoint format 2): every slot of every array."""
+    import json
+
+    state = {"version": 3, "capacity": buf.config.capacity, "sampling": buf.config.sampling,
+             "alpha": float(buf.config.alpha), "sample_last_step": int(buf.config.sample_last_step),
+             "max_priority": float(buf._max_priority), "beta": float(buf._beta),
+             "rng": json.dumps(buf.rng.bit_generator.state), "sampler": buf._sampler.state_dict()}
+    for name in ReplayBuffer._ARRAYS:
+        state[name] = getattr(buf, "_" + name).copy()
+    for name in ReplayBuffer._INTS:
+        state[name] = int(getattr(buf, "_" + name))
+    return state
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "proportional", "rank"])
+def test_live_steps_in_chunks_restore_the_same_buffer(sampling):
+    """Version 4 holds only the stored steps (after wrap-round and evictions), a few steps per chunk; restored,
+    it samples, locates and evicts exactly as the buffer it came from, and as a version 3 state of it does."""
+    buf = buffer(capacity=30, sampling=sampling, rank_refresh_fraction=0.5)
+    for seed in range(9):  # 9 episodes of 4-7 steps into 30 slots: the head wraps round, the oldest are evicted
+        buf.add(make_traj(4 + seed % 4, seed=seed))
+    _, idx = sample_batch(buf, 8, 0)
+    buf.update_priorities(idx, np.arange(8.0))
+    assert buf.trajectory_ids()[0] > 0 and buf._total_steps > buf.config.capacity
+    header, chunks = buf.checkpoint_chunks(chunk_bytes=3 * 100)  # a few steps per chunk
+    chunks = list(chunks)
+    assert len(chunks) > 3 and sum(len(c["frames"]) for c in chunks) == buf.size
+    assert all(np.asarray(v).size < buf.config.capacity for v in header.values() if isinstance(v, np.ndarray))
+    from_chunks, from_v3 = buffer(capacity=30, sampling=sampling, rank_refresh_fraction=0.5), \
+        buffer(capacity=30, sampling=sampling, rank_refresh_fraction=0.5)
+    from_chunks.load_chunks(header, iter(chunks))
+    from_v3.load_state_dict(whole_slots_state(buf))
+    for restored in (from_chunks, from_v3):
+        assert restored.stats() == buf.stats()
+        np.testing.assert_array_equal(restored.trajectory_ids(), buf.trajectory_ids())
+        for name in ("slot_traj", "priority", "sampleable"):
+            np.testing.assert_array_equal(getattr(restored, "_" + name), getattr(buf, "_" + name), err_msg=name)
+        for tid in buf.trajectory_ids():
+            a, b = buf.get_trajectory(tid), restored.get_trajectory(tid)
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+                np.testing.assert_array_equal(x, y)
+    for step in range(3):  # the same draws, priorities and evictions from here on
+        outs = [sample_batch(b, 8, step) for b in (buf, from_chunks, from_v3)]
+        for b1, i1 in outs[1:]:
+            np.testing.assert_array_equal(outs[0][1], i1)
+            _targets_equal(outs[0][0], b1)
+        for b, (_, i) in zip((buf, from_chunks, from_v3), outs):
+            b.update_priorities(i, np.arange(8.0) + step)
+            b.add(make_traj(6, seed=20 + step))
+    np.testing.assert_array_equal(buf.trajectory_ids(), from_chunks.trajectory_ids())
+
+
+def test_state_size_follows_the_content_not_the_capacity():
+    small, large = buffer(capacity=1000), buffer(capacity=1000)
+    small.add(make_traj(5, seed=1))
+    for seed in range(10):
+        large.add(make_traj(5, seed=seed))
+    nbytes = [sum(np.asarray(v).nbytes for v in b.state_dict().values() if isinstance(v, np.ndarray))
+              for b in (small, large)]
+    assert nbytes[1] == pytest.approx(10 * nbytes[0], rel=0.05)
+    assert nbytes[1] < 0.1 * large.nbytes
+
+
+def test_load_chunks_refuses_inconsistent_states():
+    buf = buffer(capacity=30)
+    for seed in range(3):
+        buf.add(make_traj(5, seed=seed))
+    header, chunks = buf.checkpoint_chunks(chunk_bytes=300)
+    chunks = list(chunks)
+    assert len(chunks) > 1
+    with pytest.raises(ReplayError, match=r"holds \d+ of its 15 steps"):
+        buffer(capacity=30).load_chunks(header, iter(chunks[:-1]))
+    with pytest.raises(ReplayError, match="inconsistent"):
+        buffer(capacity=30).load_chunks(dict(header, traj_len=header["traj_len"][:-1]), iter(chunks))
+    with pytest.raises(ReplayError, match="frames"):
+        bad = [dict(c, frames=c["frames"].astype(np.float64)) for c in chunks]
+        buffer(capacity=30).load_chunks(header, iter(bad))
+
+
 def test_load_state_dict_rejects_mismatched_config():
     buf = buffer(capacity=25)
     buf.add(make_traj(5))
@@ -534,11 +614,11 @@ def test_legal_masks_are_stored_checkpointed_and_default_to_all_legal():
     restored.load_state_dict(state)
     np.testing.assert_array_equal(restored.get_trajectory(tid).legal_actions, legal)
     # A checkpoint written before masks were kept (replay state version 2) resumes with every move legal.
-    old = {k: v for k, v in state.items() if k != "legal_actions"}
+    old = {k: v for k, v in whole_slots_state(buf).items() if k != "legal_actions"}
     old["version"] = 2
     from_v2 = buffer(capacity=40)
     from_v2.load_state_dict(old)
     np.testing.assert_array_equal(from_v2.get_trajectory(tid).legal_actions, [[1, 1]] * 4 + [[0, 0]])
     np.testing.assert_array_equal(from_v2.get_trajectory(plain).frames, buf.get_trajectory(plain).frames)
-    with pytest.raises(ReplayError, match="versions 2 and 3"):
+    with pytest.raises(ReplayError, match="versions 2 to 4"):
         buffer(capacity=40).load_state_dict(dict(state, version=1))

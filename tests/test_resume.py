@@ -118,3 +118,79 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     trainer.config = _config(before + 32)
     trainer.run()
     assert trainer.counters["env_steps"] == before + 32
+
+
+def _damage(path, how):
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        path.write_bytes(bytes(data[: len(data) // 3]))
+    else:
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+
+def test_a_resume_sets_aside_a_checkpoint_whichever_part_is_bad(tmp_path, capsys):
+    """The newest five checkpoints each have one bad part (learner, replay, books, actor, tester; truncated or
+    with a flipped byte): `moozi train --resume` names each in one line, sets it aside in checkpoints/rejected,
+    resumes from the newest good one and ends normally, with no traceback."""
+    import json
+
+    from moozi.cli import main
+
+    run = tmp_path / "run"
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *overrides, "schedule.max_env_steps=176",
+                 "output.checkpoint_every_minutes=0.00001", "output.keep_checkpoints=8"]) == 0
+    found = list_checkpoints(run / "checkpoints")
+    assert len(found) >= 6
+    from moozi.observe.metrics import read_metrics  # each checkpoint's cost: a row of its own, with the counters
+
+    costs = [r for r in read_metrics(run) if "checkpoint/write_s" in r]
+    assert len(costs) >= len(found) and all(r["checkpoint/write_s"] > 0 and "updates" in r for r in costs)
+    replay = [r["checkpoint/replay_bytes"] for r in costs]
+    assert replay[-1] > 2 * replay[0]  # it grows with what replay holds
+    damaged = []
+    for info, part, how in zip(reversed(found), ("learner", "replay", "books", "actor", "tester"),
+                               ("truncate", "flip", "truncate", "flip", "truncate")):
+        name = json.loads((info.path / "metadata.json").read_text())["parts"][part]["file"]
+        _damage(info.path / name, how)
+        damaged.append((info.path.name, name))
+    good = found[-6].path.name
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--minutes", "0.05"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for checkpoint, name in damaged:
+        assert sum(f"checkpoint {checkpoint} is corrupt: {name}" in line for line in err.splitlines()) == 1, err
+    assert f"resuming from the older checkpoint {good}" in err
+    assert sorted(p.name for p in (run / "checkpoints" / "rejected").iterdir()) == sorted(c for c, _ in damaged)
+
+
+def test_a_run_written_in_checkpoint_format_2_resumes(tmp_path):
+    """A run saved by moozi before chunked replay parts (tests/data/format2_cartpole: the replay part holds
+    every slot of a buffer that wrapped round) resumes with the same stored steps and trains on."""
+    import shutil
+    from pathlib import Path
+
+    from moozi.config import to_dict
+    from moozi.driver.run_dir import load_run_config
+    from moozi.replay import ReplayBuffer
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "format2_cartpole", run)
+    saved, _, _ = load_latest(run / "checkpoints")
+    assert "slot_traj" in saved["replay"] and saved["replay"]["total_steps"] > saved["replay"]["capacity"]
+    config = config_from_dict(apply_overrides(to_dict(load_run_config(run)), ["schedule.max_env_steps=128"]))
+    trainer = Trainer(config, run, resume=True)
+    replay = trainer.learner.replay
+    expected = ReplayBuffer(replay.config, replay.target_config, replay.frame_shape, replay.num_actions,
+                            replay.frame_dtype)
+    expected.load_state_dict(saved["replay"])
+    got, want = replay.state_dict(), expected.state_dict()
+    assert got.keys() == want.keys() and replay.size > 0
+    for key in want:
+        np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]), err_msg=key)
+    trainer.run()
+    assert trainer.counters["env_steps"] == 128
+    state, _, path = load_latest(run / "checkpoints", parts=["replay"])
+    assert (path / "replay.chunks").exists() and state["replay"]["version"] == 4

@@ -5,7 +5,7 @@ Layout of a checkpoints folder (typically ``run_dir/"checkpoints"``)::
     checkpoints/
       step_000000100/
         learner.msgpack   one part per component (flax msgpack: nested maps of arrays/scalars)
-        replay.msgpack
+        replay.chunks     a chunked part: written and read a piece at a time (see below)
         actor.msgpack
         metadata.json     checkpoint record + the caller's metadata (see below)
       step_000000200/
@@ -21,16 +21,31 @@ less often); loaders can ask for the newest checkpoint holding given parts.
 
 ``metadata.json`` is one JSON object::
 
-    {"format": "moozi-checkpoint", "format_version": 2, "step": 200,
+    {"format": "moozi-checkpoint", "format_version": 3, "step": 200,
      "created": "2025-01-01T00:00:00+00:00",
-     "parts": {"learner": {"file": "learner.msgpack", "bytes": 12345, "sha256": "<hex>"}, ...},
+     "parts": {"learner": {"file": "learner.msgpack", "bytes": 12345, "sha256": "<hex>"},
+               "replay": {"file": "replay.chunks", "bytes": ..., "sha256": ..., "layout": "chunks",
+                          "chunks": 12, "raw_bytes": ...}, ...},
      "versions": {"moozi": ..., "jax": ..., "flax": ..., "numpy": ..., "python": ...},
      "metadata": {...the caller's metadata, returned by the loaders...}}
 
 A part file holds ``{"format": "moozi-checkpoint-state", "format_version": 2,
 "prng_keys": [{"path": [...], "impl": "threefry2x32"}, ...], "state": {...}}``.
-Checkpoints of format 1 (one ``state.msgpack`` blob, moozi 0.1) are refused
-with :class:`LegacyCheckpointError`, which says so.
+
+A *chunked* part (``layout: "chunks"``, :func:`write_chunked_part`) is for a
+state too large to hold twice in memory (the replay buffer): a header state
+and a stream of chunks, each a dict of arrays that continue one another along
+their first axis. The file is a sequence of frames, each ``codec`` (1 byte:
+0 raw, 1 zlib), ``length`` (8 bytes, little-endian) and that many bytes of one
+encoded state as above: the header first, then the chunks in order. It is
+checksummed as it is written and verified by streaming it, so neither side
+holds more than one chunk. Read whole (:func:`load_checkpoint`), it comes back
+as the header with each chunk key's arrays concatenated;
+:func:`read_chunked_part` streams it.
+
+Format 3 added chunked parts; format 2 checkpoints (every part one msgpack
+file) are read as before. Checkpoints of format 1 (one ``state.msgpack`` blob,
+moozi 0.1) are refused with :class:`LegacyCheckpointError`, which says so.
 
 Saving converts the state with :func:`flax.serialization.to_state_dict`, so any
 pytree flax knows works as a leaf container: dicts, lists/tuples, optax
@@ -68,10 +83,12 @@ import logging
 import os
 import re
 import shutil
+import struct
 import sys
 import uuid
+import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -79,7 +96,8 @@ logger = logging.getLogger("moozi.checkpoint")
 
 FORMAT = "moozi-checkpoint"
 STATE_FORMAT = "moozi-checkpoint-state"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READ_VERSIONS = (2, 3)  # 3 added chunked parts; a format 2 checkpoint has none
 METADATA_FILE = "metadata.json"
 
 _NAME_RE = re.compile(r"^step_(\d+)$")
@@ -87,6 +105,10 @@ _PART_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _TMP_PREFIX = ".tmp-"
 _REPLACED_PREFIX = ".replaced-"
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+CHUNKS = "chunks"  # the layout of a chunked part
+_FRAME = struct.Struct("<BQ")  # codec, payload length
+_RAW, _ZLIB = 0, 1
+_BLOCK = 1 << 20  # bytes read at a time when verifying a file
 
 
 class CheckpointError(RuntimeError):
@@ -301,21 +323,57 @@ def read_part_bytes(path: str | os.PathLike, name: str) -> bytes:
     part = record["parts"].get(name)
     if part is None:
         raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
+    if part.get("layout") == CHUNKS:
+        raise CheckpointError(f"part {name!r} of {path} is chunked: read it with read_chunked_part")
     return _verified_bytes(path, part)
 
 
-def _verified_bytes(path: Path, part: Mapping[str, Any]) -> bytes:
+def _part_file(path: Path, part: Mapping[str, Any]) -> Path:
     data_path = path / str(part["file"])
     if not data_path.is_file():
         raise CorruptCheckpointError(f"{data_path.name} is missing")
+    size = data_path.stat().st_size
+    if size != part["bytes"]:
+        raise CorruptCheckpointError(f"{data_path.name} has {size} bytes, expected {part['bytes']} (truncated?)")
+    return data_path
+
+
+def _check_digest(name: str, digest: str, part: Mapping[str, Any]) -> None:
+    if digest != part["sha256"]:
+        raise CorruptCheckpointError(f"{name} checksum mismatch (sha256 {digest[:16]}..., "
+                                     f"expected {str(part['sha256'])[:16]}...)")
+
+
+def _verified_bytes(path: Path, part: Mapping[str, Any]) -> bytes:
+    data_path = _part_file(path, part)
     data = data_path.read_bytes()
     if len(data) != part["bytes"]:
         raise CorruptCheckpointError(f"{data_path.name} has {len(data)} bytes, expected {part['bytes']} (truncated?)")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != part["sha256"]:
-        raise CorruptCheckpointError(f"{data_path.name} checksum mismatch (sha256 {digest[:16]}..., "
-                                     f"expected {str(part['sha256'])[:16]}...)")
+    _check_digest(data_path.name, hashlib.sha256(data).hexdigest(), part)
     return data
+
+
+def _verify_file(path: Path, part: Mapping[str, Any]) -> None:
+    """Size and checksum of one part's file, read a block at a time (constant memory)."""
+    data_path = _part_file(path, part)
+    digest = hashlib.sha256()
+    with open(data_path, "rb") as f:
+        while block := f.read(_BLOCK):
+            digest.update(block)
+    _check_digest(data_path.name, digest.hexdigest(), part)
+
+
+def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Check the size and checksum of every part of one checkpoint folder; return its record.
+
+    Raises:
+      CorruptCheckpointError: naming the first bad part (or the unreadable record).
+    """
+    path = Path(path)
+    record = _read_record(path)
+    for part in record["parts"].values():
+        _verify_file(path, part)
+    return record
 
 
 def _decode_bytes(data: bytes, name: str, path: Path) -> dict[str, Any]:
@@ -350,6 +408,123 @@ def _write_encoded(folder: str | os.PathLike, name: str, data: bytes) -> dict[st
     return {"file": f"{name}.msgpack", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+class _HashingFile:
+    """A file being written that counts and checksums its bytes as they go (and fsyncs on close)."""
+
+    def __init__(self, path: Path):
+        self.f = open(path, "wb")
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.digest.update(data)
+        self.bytes += len(data)
+
+    def close(self) -> None:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+
+def write_chunked_part(folder: str | os.PathLike, name: str, header: Mapping[str, Any],
+                       chunks: Iterable[Mapping[str, Any]], compress_level: int = 1) -> dict[str, Any]:
+    """Write part ``name.chunks``: ``header`` then each of ``chunks``, one encoded frame at a time.
+
+    Only one chunk is in memory at a time (the iterable may build them lazily).
+    ``compress_level`` 1-9 compresses each chunk with zlib (kept only where it
+    saves at least a tenth); 0 writes them raw. The header is never compressed.
+
+    Returns:
+      the part's record: ``{"file", "bytes", "sha256", "layout": "chunks", "chunks", "raw_bytes"}``
+      (``raw_bytes``: the encoded size before compression).
+    """
+    if not _PART_RE.match(name):
+        raise CheckpointError(f"part name {name!r} is invalid: allowed letters, digits and _")
+    if not isinstance(compress_level, int) or not 0 <= compress_level <= 9:
+        raise CheckpointError(f"compress_level = {compress_level!r} is invalid: allowed an integer in [0, 9]")
+    out = _HashingFile(Path(folder) / f"{name}.{CHUNKS}")
+    count = raw = 0
+    try:
+        _write_frame(out, _encode_part(header), 0)
+        for chunk in chunks:
+            data = _encode_part(chunk)
+            raw += len(data)
+            _write_frame(out, data, compress_level)
+            count += 1
+            del data
+    finally:
+        out.close()
+    return {"file": f"{name}.{CHUNKS}", "bytes": out.bytes, "sha256": out.digest.hexdigest(), "layout": CHUNKS,
+            "chunks": count, "raw_bytes": raw}
+
+
+def _write_frame(out: _HashingFile, data: bytes, compress_level: int) -> None:
+    codec = _RAW
+    if compress_level:
+        packed = zlib.compress(data, compress_level)
+        if len(packed) <= 0.9 * len(data):
+            data, codec = packed, _ZLIB
+    out.write(_FRAME.pack(codec, len(data)))
+    out.write(data)  # not joined to its header: that would copy the chunk once more
+
+
+def _read_frames(data_path: Path) -> Iterator[bytes]:
+    """The payloads of a chunked part's frames, in order (decompressed)."""
+    with open(data_path, "rb") as f:
+        while head := f.read(_FRAME.size):
+            if len(head) != _FRAME.size:
+                raise CorruptCheckpointError(f"{data_path.name} ends inside a frame header")
+            codec, length = _FRAME.unpack(head)
+            data = f.read(length)
+            if len(data) != length:
+                raise CorruptCheckpointError(f"{data_path.name} ends inside a frame ({len(data)} of {length} bytes)")
+            if codec == _ZLIB:
+                try:
+                    data = zlib.decompress(data)
+                except zlib.error as e:
+                    raise CorruptCheckpointError(f"{data_path.name}: a chunk could not be decompressed: {e}") from e
+            elif codec != _RAW:
+                raise CorruptCheckpointError(f"{data_path.name}: unknown chunk codec {codec}")
+            yield data
+
+
+def read_chunked_part(path: str | os.PathLike, name: str, verified: bool = False
+                      ) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """Stream part ``name`` of one checkpoint folder: ``(header, chunks)``, one chunk decoded at a time.
+
+    A part written whole (:func:`write_part`, and every part of a format 2
+    checkpoint) comes back as its state with no chunks, so a reader of a part
+    that became chunked reads old checkpoints with the same code.
+    ``verified=True`` skips the checksum pass (the caller has just run
+    :func:`verify_checkpoint`).
+    """
+    path = Path(path)
+    record = _read_record(path)
+    part = record["parts"].get(name)
+    if part is None:
+        raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
+    if part.get("layout") != CHUNKS:
+        return _decode_bytes(_verified_bytes(path, part), str(part["file"]), path), iter(())
+    if not verified:
+        _verify_file(path, part)
+    frames = _read_frames(path / str(part["file"]))
+    try:
+        header = _decode_bytes(next(frames), str(part["file"]), path)
+    except StopIteration:
+        raise CorruptCheckpointError(f"{part['file']} holds no header") from None
+    return header, (_decode_bytes(data, str(part["file"]), path) for data in frames)
+
+
+def _join_chunks(header: dict[str, Any], chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A chunked part read whole: the header with each chunk key's arrays concatenated along axis 0."""
+    pieces: dict[str, list] = {}
+    for chunk in chunks:
+        for key, value in chunk.items():
+            pieces.setdefault(key, []).append(value)
+    return {**header, **{key: np.concatenate(values) for key, values in pieces.items()}}
+
+
 class PendingCheckpoint:
     """A checkpoint being written: parts go into a temporary folder, :meth:`commit` renames it into place.
 
@@ -376,6 +551,11 @@ class PendingCheckpoint:
     def write_encoded(self, name: str, data: bytes) -> None:
         """Write a part another process encoded with :func:`encode_part` (no shared file system needed)."""
         self.parts[name] = _write_encoded(self.folder, name, data)
+
+    def write_chunked(self, name: str, header: Mapping[str, Any], chunks: Iterable[Mapping[str, Any]],
+                      compress_level: int = 1) -> None:
+        """Write a chunked part from this process (:func:`write_chunked_part`)."""
+        self.parts[name] = write_chunked_part(self.folder, name, header, chunks, compress_level)
 
     def add_part(self, name: str, record: Mapping[str, Any]) -> None:
         """Register a part another process wrote into :attr:`folder` with :func:`write_part`."""
@@ -526,18 +706,20 @@ def _read_record(path: Path) -> dict[str, Any]:
             f"(format 1, one state blob); this moozi reads format {FORMAT_VERSION}. Resume or evaluate it with "
             "the moozi version that wrote it, or start a new run"
         )
-    if record.get("format_version") != FORMAT_VERSION:
+    if record.get("format_version") not in READ_VERSIONS:
         raise CorruptCheckpointError(f"format_version {record.get('format_version')!r} is not supported "
-                                     f"(this moozi reads version {FORMAT_VERSION})")
+                                     f"(this moozi reads versions {', '.join(map(str, READ_VERSIONS))})")
     if not isinstance(record.get("parts"), dict) or "metadata" not in record:
         raise CorruptCheckpointError(f"{meta_path.name} lacks its parts or metadata")
     return record
 
 
-def _read_part(path: Path, name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+def _read_part(path: Path, name: str, record: Mapping[str, Any], verified: bool = False) -> dict[str, Any]:
     part = record["parts"].get(name)
     if part is None:
         raise CheckpointError(f"checkpoint {path} has no part {name!r} (it has: {', '.join(sorted(record['parts']))})")
+    if part.get("layout") == CHUNKS:
+        return _join_chunks(*read_chunked_part(path, name, verified=verified))
     return _decode_bytes(_verified_bytes(path, part), str(part["file"]), path)
 
 
@@ -632,7 +814,7 @@ def load_checkpoint(path: str | os.PathLike, templates: Mapping[str, Any] | None
 
 def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | None = None,
                 parts: list[str] | None = None, set_aside: bool = False, rejected: list | None = None,
-                ) -> tuple[dict[str, Any], dict[str, Any], Path]:
+                verify_all: bool = False) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """Load the newest good checkpoint in ``directory`` that holds ``parts``, falling back past corrupt ones.
 
     Each corrupt candidate is logged as a warning (path and reason) on the
@@ -646,6 +828,8 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
     newest again and is pruned with the good ones. With a ``rejected`` list,
     ``(checkpoint name, reason, where it was moved or None)`` is appended to
     it for each corrupt one instead of logging (the caller reports them).
+    ``verify_all=True`` (a resume) takes a checkpoint only when every part it
+    holds passes its size and checksum checks, not only the parts read.
 
     Returns:
       ``({part: state}, metadata, path)`` of the checkpoint loaded.
@@ -656,11 +840,38 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
         one does not match its template.
     """
     directory = Path(directory)
-    if not directory.exists():
-        raise CheckpointError(f"no checkpoint exists at {directory}: the folder does not exist")
     if (directory / METADATA_FILE).exists():
+        if verify_all:
+            try:
+                verify_checkpoint(directory)
+            except CorruptCheckpointError as e:
+                raise CorruptCheckpointError(f"checkpoint {directory} is unusable: {e}") from e
         state, metadata = load_checkpoint(directory, templates, parts)
         return state, metadata, directory
+
+    def read(path: Path, record: dict[str, Any], names: list[str]) -> dict[str, Any]:
+        return {name: _read_part(path, name, record, verified=True) for name in names}
+
+    path, record, raw = _newest_good(directory, parts, read, set_aside, rejected, verify_all)
+    t = dict(templates or {})
+    out = {n: _apply_template(t[n], st, path) if t.get(n) is not None else st for n, st in raw.items()}
+    return out, record["metadata"], path
+
+
+def find_latest(directory: str | os.PathLike, parts: list[str] | None = None, set_aside: bool = False,
+                rejected: list | None = None) -> tuple[Path, dict[str, Any]]:
+    """``(path, record)`` of the newest checkpoint in ``directory`` holding ``parts`` whose every part
+    passes its size and checksum checks, without decoding anything (for a reader that streams a part).
+    Falls back past corrupt ones as :func:`load_latest` does (``set_aside``, ``rejected`` alike)."""
+    path, record, _ = _newest_good(Path(directory), parts, lambda *_: None, set_aside, rejected, True)
+    return path, record
+
+
+def _newest_good(directory: Path, parts: list[str] | None, read, set_aside: bool, rejected: list | None,
+                 verify_all: bool) -> tuple[Path, dict[str, Any], Any]:
+    """The newest ``step_*`` folder holding ``parts`` whose checks and ``read(path, record, names)`` pass."""
+    if not directory.exists():
+        raise CheckpointError(f"no checkpoint exists at {directory}: the folder does not exist")
     found = list_checkpoints(directory)
     if not found:
         leftovers = [p.name for p in directory.iterdir() if p.name.startswith((_TMP_PREFIX, _REPLACED_PREFIX))]
@@ -673,7 +884,9 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
             if parts is not None and not set(parts) <= set(record["parts"]):
                 continue
             names = sorted(record["parts"]) if parts is None else list(parts)
-            raw = {name: _read_part(info.path, name, record) for name in names}
+            for name in sorted(record["parts"]) if verify_all else names:
+                _verify_file(info.path, record["parts"][name])
+            result = read(info.path, record, names)
         except CorruptCheckpointError as e:
             moved = set_aside_checkpoint(info.path) if set_aside else None
             if rejected is not None:
@@ -685,9 +898,7 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
             continue
         if reasons and rejected is None:
             logger.warning("loaded checkpoint %s after rejecting %d newer one(s)", info.path, len(reasons))
-        t = dict(templates or {})
-        out = {n: _apply_template(t[n], st, info.path) if t.get(n) is not None else st for n, st in raw.items()}
-        return out, record["metadata"], info.path
+        return info.path, record, result
     if not reasons:
         raise CheckpointError(f"no checkpoint in {directory} holds the parts {', '.join(parts or [])}")
     raise CheckpointError(

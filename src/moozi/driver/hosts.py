@@ -28,12 +28,12 @@ from moozi.checkpoint import (
     CheckpointError,
     PendingCheckpoint,
     checkpoint_name,
-    checkpoint_parts,
     decode_part,
     encode_part,
+    find_latest,
     list_checkpoints,
     load_checkpoint,
-    load_latest,
+    read_chunked_part,
     read_part_bytes,
 )
 from moozi.config import config_from_dict
@@ -157,29 +157,43 @@ class LearnerHost:
 
     # --- checkpoints ------------------------------------------------------------------
 
-    def save(self, step: int, parts: dict, meta: dict, with_replay: bool) -> str:
-        """Write one checkpoint: the learner's parts here, ``parts`` (name -> encoded bytes) from the workers."""
+    def save(self, step: int, parts: dict, meta: dict, with_replay: bool) -> dict:
+        """Write one checkpoint: the learner's parts here, ``parts`` (name -> encoded bytes) from the workers.
+
+        The replay is streamed a chunk at a time (its live steps only), so the write needs little memory
+        beyond the buffer. Returns ``{"path", "metrics"}``: what the write cost (``checkpoint/*``)."""
+        from moozi.observe.memory import PeakRss
+
         out = self.config.output
         directory = self.run_dir / "checkpoints"
+        t = time.perf_counter()
         try:
-            pending = PendingCheckpoint(directory, step)
-            try:
-                pending.write_part("learner", self.learner.state_dict())
-                if with_replay:
-                    pending.write_part("replay", self.learner.replay.state_dict())
-                    pending.write_part("books", self.learner.books_state_dict())
-                for name, data in parts.items():
-                    pending.write_encoded(name, data)
-            except BaseException:
-                pending.abort()
-                raise
-            return str(pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay"))
+            with PeakRss() as peak:
+                pending = PendingCheckpoint(directory, step)
+                try:
+                    pending.write_part("learner", self.learner.state_dict())
+                    if with_replay:
+                        pending.write_chunked("replay", *self.learner.replay.checkpoint_chunks())
+                        pending.write_part("books", self.learner.books_state_dict())
+                    for name, data in parts.items():
+                        pending.write_encoded(name, data)
+                except BaseException:
+                    pending.abort()
+                    raise
+                path = pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay")
         except OSError as e:  # a full or read-only disk: say what was kept
             previous = list_checkpoints(directory)
             kept = (f"the previous checkpoint {directory / checkpoint_name(previous[-1].step)} is intact" if previous
                     else "no earlier checkpoint exists")
             raise CheckpointError(f"the checkpoint at update {step} was not written to {directory} "
                                   f"({e.strerror or e}); {kept}") from e
+        metrics = {"checkpoint/write_s": time.perf_counter() - t,
+                   "checkpoint/bytes": float(sum(p["bytes"] for p in pending.parts.values()))}
+        if with_replay:
+            metrics["checkpoint/replay_bytes"] = float(pending.parts["replay"]["bytes"])
+        if peak.extra_mb is not None:
+            metrics["checkpoint/peak_extra_mb"] = peak.extra_mb
+        return {"path": str(path), "metrics": metrics}
 
     def save_best(self, published: dict, meta: dict) -> str:
         """Keep ``published`` (the params a test just scored best with) as ``checkpoints/best``.
@@ -197,27 +211,28 @@ class LearnerHost:
         return str(pending.commit(meta, keep=1))
 
     def restore(self, worker_parts: list[str]) -> dict:
-        """Load the newest good checkpoint; return its metadata, path and the workers' parts (encoded)."""
+        """Load the newest checkpoint whose every part is good; return its metadata, path and the workers'
+        parts (encoded). A corrupt one, whichever part is bad, is set aside (``checkpoints/rejected``) and
+        listed in ``rejected``; the replay comes from the same checkpoint or, when it holds none, from the
+        newest good one that does (then the resume is not exact)."""
         import logging
 
         directory = self.run_dir / "checkpoints"
         rejected: list = []
-        parts, meta, path = load_latest(directory, {"learner": self.learner.template()}, parts=["learner"],
-                                        set_aside=True, rejected=rejected)
-        if "replay" in checkpoint_parts(path):
-            replay_path = path
+        path, record = find_latest(directory, parts=["learner"], set_aside=True, rejected=rejected)
+        parts, meta = load_checkpoint(path, {"learner": self.learner.template()}, parts=["learner"])
+        if "replay" in record["parts"]:
+            replay_path, replay_record = path, record
         else:
-            _, _, replay_path = load_latest(directory, parts=["replay"])
+            replay_path, replay_record = find_latest(directory, parts=["replay"], set_aside=True, rejected=rejected)
             logging.getLogger("moozi").warning(
                 "replay restored from the older checkpoint %s (output.replay_every_checkpoints = %d): "
                 "this resume is not exact", replay_path, self.config.output.replay_every_checkpoints)
-        replay, _ = load_checkpoint(replay_path, parts=["replay"])
         self.learner.load_state_dict(parts["learner"])
-        self.learner.replay.load_state_dict(replay["replay"])
-        if "books" in checkpoint_parts(replay_path):
+        self.learner.replay.load_chunks(*read_chunked_part(replay_path, "replay", verified=True))
+        if "books" in replay_record["parts"]:
             self.learner.load_books_state_dict(load_checkpoint(replay_path, parts=["books"])[0]["books"])
-        held = set(checkpoint_parts(path))
-        encoded = {name: read_part_bytes(path, name) for name in worker_parts if name in held}
+        encoded = {name: read_part_bytes(path, name) for name in worker_parts if name in record["parts"]}
         return {"meta": meta, "path": str(path), "parts": encoded, "rejected": rejected}
 
     def close(self) -> None:

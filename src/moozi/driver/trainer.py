@@ -400,13 +400,16 @@ class Trainer:
         parts = self._worker_states()
         self.counters["checkpoints"] += 1
         meta = {"counters": dict(self.counters), "last_test": self.last_test, "config": self._config_dict}
-        path = self._learner_or_restore("save", int(self.counters["updates"]), parts, meta, with_replay)
-        if path is None:
+        saved = self._learner_or_restore("save", int(self.counters["updates"]), parts, meta, with_replay)
+        if saved is None:
             log.warning("the learner died while writing a checkpoint: it was restored from the last one instead")
             return None
-        path = Path(path)
-        log.info("%s checkpoint written: %s%s", "final" if final else "periodic", path,
-                 "" if with_replay else " (without replay)")
+        path, cost = Path(saved["path"]), saved["metrics"]
+        if not self.metrics.closed:  # a row of its own, with the counters (a save after run() writes none)
+            self.metrics.write({**cost, **{k: self.counters[k] for k in ("env_steps", "updates", "epochs", "episodes",
+                                                                          "wall_s")}}, step=self.counters["env_steps"])
+        log.info("%s checkpoint written: %s%s (%.1f MB in %.1f s)", "final" if final else "periodic", path,
+                 "" if with_replay else " (without replay)", cost["checkpoint/bytes"] / 1e6, cost["checkpoint/write_s"])
         return path
 
     def _restore(self, workers: bool = True) -> None:
@@ -415,7 +418,7 @@ class Trainer:
         for name, data in res["parts"].items():
             self.backend.get(self.backend.call(self.slots[name].handle, "load_state", data))
         for name, reason, moved in res.get("rejected", []):
-            log.warning("checkpoint %s is corrupt (%s); set aside as %s", name, reason, moved)
+            log.warning("checkpoint %s is corrupt: %s; set aside in %s", name, reason, Path(moved).parent)
         if res.get("rejected"):
             log.warning("resuming from the older checkpoint %s", Path(res["path"]).name)
         meta = res["meta"]

@@ -185,6 +185,10 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.flush()
 
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
     def close(self) -> None:
         """Flush and close the files (idempotent)."""
         if self._file is not None:
@@ -260,6 +264,12 @@ def _decode_value(v: Any) -> Any:
     if isinstance(v, str) and v in _NONFINITE:
         return _NONFINITE[v]
     return v
+
+
+def training_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the trainer writes per logged epoch (they carry ``perf/``), without the rows written beside them
+    for a checkpoint (``checkpoint/*``), a gate (``gate/*``) or a tournament (``rating/*``)."""
+    return [r for r in rows if "perf/env_steps_per_s" in r]
 
 
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from moozi.observe.metrics import read_metrics
+from moozi.observe.metrics import read_metrics, training_rows
 
 # Chart panels: (title, metric keys; a key ending in "/*" takes every key with that prefix).
 PANELS = [
@@ -112,7 +112,8 @@ def _pictures(run: Path) -> list[tuple[str, Path]]:
 
 def _summary(run: Path, rows: list[dict]) -> dict:
     config = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").exists() else {}
-    last = rows[-1] if rows else {}
+    trained = training_rows(rows)
+    last = trained[-1] if trained else {}
     tests = [r["test/return_mean"] for r in rows if "test/return_mean" in r]
     wall = float(last.get("wall_s", 0.0))
     return {

@@ -29,6 +29,7 @@ every added episode has it. Sampling strategies live in
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Mapping
 
 import numpy as np
@@ -510,16 +511,17 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ checkpoints
 
-    STATE_VERSION = 3  # 3: legal masks are stored (a version 2 state loads with every move legal)
-    _ARRAYS = ("frames", "root_policies", "actions", "rewards", "root_values", "to_play", "random_actions",
-               "legal_actions", "slot_traj", "priority", "sampleable", "traj_start", "traj_len", "traj_terminal")
+    STATE_VERSION = 4  # 4: only the live steps, in chunks; 3: every slot (legal masks kept); 2: no legal masks
+    _STEP_ARRAYS = ("frames", "root_policies", "actions", "rewards", "root_values", "to_play", "random_actions",
+                    "legal_actions", "priority", "sampleable")  # per stored step, oldest first
+    _ARRAYS = (*_STEP_ARRAYS, "slot_traj", "traj_start", "traj_len", "traj_terminal")  # a version 2-3 state
     _INTS = ("size", "num_sampleable", "total_steps", "oldest_id", "next_id")
+    CHUNK_BYTES = 1 << 20  # a chunk's size; a checkpoint's write or read needs about 5x it beyond the buffer
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume exactly (copies): storage, counters, the generator's
-        state (JSON text) and the sampler's own state. Sum trees are rebuilt on load."""
+    def _header(self) -> dict[str, Any]:
         import json
 
+        live = np.arange(self._oldest_id, self._next_id, dtype=np.int64) % self.config.capacity
         state: dict[str, Any] = {
             "version": self.STATE_VERSION,
             "capacity": self.config.capacity,
@@ -530,50 +532,130 @@ class ReplayBuffer:
             "beta": float(self._beta),
             "rng": json.dumps(self.rng.bit_generator.state),
             "sampler": self._sampler.state_dict(),
+            "traj_len": self._traj_len[live],  # per stored episode, oldest first (their starts follow)
+            "traj_terminal": self._traj_terminal[live],
         }
-        for name in self._ARRAYS:
-            state[name] = getattr(self, "_" + name).copy()
         for name in self._INTS:
             state[name] = int(getattr(self, "_" + name))
         return state
 
+    def _steps(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Copies of the per-step arrays of position ids ``start .. stop - 1``."""
+        slots = self._slots(np.arange(start, stop, dtype=np.int64))
+        return {name: getattr(self, "_" + name)[slots] for name in self._STEP_ARRAYS}
+
+    def _step_chunks(self, steps: int):
+        """The live steps' arrays, oldest first, ``steps`` at a time (each chunk copied when reached)."""
+        for start in range(self._total_steps - self._size, self._total_steps, steps):
+            yield self._steps(start, min(start + steps, self._total_steps))
+
+    def checkpoint_chunks(self, chunk_bytes: int | None = None):
+        """``(header, chunks)``: the state to resume exactly, the stored steps as a lazy stream of chunks.
+
+        The header holds the counters, the generator's state (JSON text), the
+        sampler's state and each stored episode's length and terminal flag;
+        each chunk holds the per-step arrays of up to ``chunk_bytes`` (default
+        :attr:`CHUNK_BYTES`) worth of consecutive stored steps, oldest first.
+        Only the live steps are written, so its size follows the content, not
+        the capacity; a chunk is copied when the stream reaches it.
+        """
+        per_step = sum(getattr(self, "_" + n)[:1].nbytes for n in self._STEP_ARRAYS)
+        steps = max(1, int(chunk_bytes or self.CHUNK_BYTES) // per_step)
+        return self._header(), self._step_chunks(steps)
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`checkpoint_chunks` in one dict (the per-step arrays whole, oldest step first).
+        Sum trees are rebuilt on load."""
+        return {**self._header(), **self._steps(self._total_steps - self._size, self._total_steps)}
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into a buffer built with the same config and shapes."""
+        """Restore :meth:`state_dict` output (or a version 2-3 state) into a buffer of the same config."""
+        self.load_chunks(state, ())
+
+    def load_chunks(self, header: Mapping[str, Any], chunks) -> None:
+        """Restore :meth:`checkpoint_chunks` output, reading one chunk at a time, into a buffer built with the
+        same config and shapes. A header that holds the per-step arrays itself (:meth:`state_dict`) needs no
+        chunks; a version 2-3 header holds every slot."""
         import json
 
-        version = int(state.get("version", -1))
-        if version not in (2, self.STATE_VERSION):
-            raise ReplayError(f"replay state version {state.get('version')!r} is not supported "
-                              f"(this moozi reads versions 2 and {self.STATE_VERSION})")
+        version = int(header.get("version", -1))
+        if version not in (2, 3, self.STATE_VERSION):
+            raise ReplayError(f"replay state version {header.get('version')!r} is not supported "
+                              f"(this moozi reads versions 2 to {self.STATE_VERSION})")
         if version == 2:  # saved before legal masks were kept: every move legal on stored non-last steps
-            state = dict(state, legal_actions=self._legal_from_version_2(state))
-        missing = [k for k in (*self._ARRAYS, *self._INTS, "rng") if k not in state]
+            header = dict(header, legal_actions=self._legal_from_version_2(header))
+        needed = self._ARRAYS if version < 4 else ("traj_len", "traj_terminal")
+        missing = [k for k in (*needed, *self._INTS, "rng") if k not in header]
         if missing:
             raise ReplayError(f"replay state is missing keys: {', '.join(missing)}")
+        self._check_saved_config(header)
+        if version < 4:
+            for name in self._ARRAYS:
+                self._set_array(name, header[name], getattr(self, "_" + name))
+        else:
+            self._load_live(header, chunks)
+        for name in self._INTS:
+            setattr(self, "_" + name, int(header[name]))
+        self._max_priority = float(header["max_priority"])
+        self._beta = float(header["beta"])
+        self.rng.bit_generator.state = json.loads(header["rng"])
+        self._sampler.rebuild()
+        self._sampler.load_state_dict(dict(header.get("sampler") or {}))
+
+    def _check_saved_config(self, header: Mapping[str, Any]) -> None:
         checks = {
-            "capacity": (int(state["capacity"]), self.config.capacity),
-            "sampling": (str(state["sampling"]), self.config.sampling),
-            "alpha": (float(state["alpha"]), float(self.config.alpha)),
-            "sample_last_step": (bool(state["sample_last_step"]), self.config.sample_last_step),
+            "capacity": (int(header["capacity"]), self.config.capacity),
+            "sampling": (str(header["sampling"]), self.config.sampling),
+            "alpha": (float(header["alpha"]), float(self.config.alpha)),
+            "sample_last_step": (bool(header["sample_last_step"]), self.config.sample_last_step),
         }
         for name, (saved, mine) in checks.items():
             if saved != mine:
                 raise ReplayError(f"replay state was saved with replay.{name} = {saved!r} but this buffer "
                                   f"has replay.{name} = {mine!r}")
-        for name in self._ARRAYS:
-            current = getattr(self, "_" + name)
-            value = np.asarray(state[name])
-            if value.shape != current.shape or value.dtype != current.dtype:
-                raise ReplayError(f"replay state {name} is {value.shape} {value.dtype}, this buffer stores "
-                                  f"{current.shape} {current.dtype}")
-            current[...] = value  # in place: the sampler shares priority / sampleable
-        for name in self._INTS:
-            setattr(self, "_" + name, int(state[name]))
-        self._max_priority = float(state["max_priority"])
-        self._beta = float(state["beta"])
-        self.rng.bit_generator.state = json.loads(state["rng"])
-        self._sampler.rebuild()
-        self._sampler.load_state_dict(dict(state.get("sampler") or {}))
+
+    @staticmethod
+    def _set_array(name: str, value, current: np.ndarray, where=Ellipsis) -> None:
+        value = np.asarray(value)
+        want = current.shape if where is Ellipsis else (len(where), *current.shape[1:])
+        if value.shape != want or value.dtype != current.dtype:
+            raise ReplayError(f"replay state {name} is {value.shape} {value.dtype}, this buffer stores "
+                              f"{want} {current.dtype}")
+        current[where] = value  # in place: the sampler shares priority / sampleable
+
+    def _load_live(self, header: Mapping[str, Any], chunks) -> None:
+        """Version 4: empty every slot, then write the stored episodes' records and steps back in place."""
+        cap = self.config.capacity
+        size, total = int(header["size"]), int(header["total_steps"])
+        oldest, nxt = int(header["oldest_id"]), int(header["next_id"])
+        lengths = np.asarray(header["traj_len"], np.int64)
+        if lengths.shape != (nxt - oldest,) or int(lengths.sum()) != size or not 0 <= size <= min(cap, total):
+            raise ReplayError(f"replay state is inconsistent: {lengths.size} episode lengths summing to "
+                              f"{int(lengths.sum())} for {nxt - oldest} episodes of {size} steps")
+        self._slot_traj[:] = -1
+        self._priority[:] = 0.0
+        self._sampleable[:] = False
+        first = total - size
+        recs = np.arange(oldest, nxt, dtype=np.int64) % cap
+        self._traj_len[recs] = lengths
+        self._traj_start[recs] = first + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        self._set_array("traj_terminal", header["traj_terminal"], self._traj_terminal, recs)
+        self._slot_traj[self._slots(np.arange(first, total, dtype=np.int64))] = np.repeat(
+            np.arange(oldest, nxt, dtype=np.int64), lengths)
+        done = 0
+        inline = {n: header[n] for n in self._STEP_ARRAYS if n in header}
+        for chunk in itertools.chain([inline] if inline else [], chunks):
+            n = len(np.asarray(chunk["frames"]))
+            if done + n > size:
+                raise ReplayError(f"replay state holds more than its {size} steps")
+            slots = self._slots(np.arange(first + done, first + done + n, dtype=np.int64))
+            for name in self._STEP_ARRAYS:
+                if name not in chunk:
+                    raise ReplayError(f"a replay chunk lacks {name}")
+                self._set_array(name, chunk[name], getattr(self, "_" + name), slots)
+            done += n
+        if done != size:
+            raise ReplayError(f"replay state holds {done} of its {size} steps")
 
     def _legal_from_version_2(self, state: Mapping[str, Any]) -> np.ndarray:
         """The legal masks a version 2 state implies: all True on every stored step but episodes' last ones."""
