@@ -188,7 +188,7 @@ def test_rejected_checkpoints_do_not_outlive_the_good_ones(tmp_path):
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one(two_checkpoints, tmp_path, capsys, monkeypatch):
     import shutil
 
-    import moozi.checkpoint as ck
+    import moozi.checkpoint.files as ck
 
     run = tmp_path / "run"
     shutil.copytree(two_checkpoints, run)
