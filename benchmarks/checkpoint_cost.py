@@ -129,19 +129,6 @@ def _fill(config, spec, data, seed: int):
     return buf
 
 
-def _whole_slots(buf) -> dict:
-    """The replay state as moozi wrote it before chunked parts: every slot of every array."""
-    state = {"version": 3, "capacity": buf.config.capacity, "sampling": buf.config.sampling,
-             "alpha": float(buf.config.alpha), "sample_last_step": int(buf.config.sample_last_step),
-             "max_priority": float(buf._max_priority), "beta": float(buf._beta),
-             "rng": json.dumps(buf.rng.bit_generator.state), "sampler": buf._sampler.state_dict()}
-    for name in buf._ARRAYS:
-        state[name] = getattr(buf, "_" + name).copy()
-    for name in buf._INTS:
-        state[name] = int(getattr(buf, "_" + name))
-    return state
-
-
 def measure(preset: str, way: str, episodes: Path, folder: Path) -> dict:
     """One way, in this (fresh) process: fill, write, read back."""
     from moozi.checkpoint import PendingCheckpoint, load_checkpoint, read_chunked_part
@@ -160,7 +147,7 @@ def measure(preset: str, way: str, episodes: Path, folder: Path) -> dict:
     with PeakRss() as peak:
         pending = PendingCheckpoint(folder, 1)
         if way == "whole-slots":
-            pending.write_part("replay", _whole_slots(buf))
+            pending.write_part("replay", buf.whole_slots_state())
         else:
             pending.write_chunked("replay", *buf.checkpoint_chunks(), compress_level=1 if way == "chunks-z1" else 0)
         path = pending.commit({})

@@ -468,21 +468,6 @@ def test_state_dict_round_trip_reproduces_samples(sampling):
         np.testing.assert_array_equal(tree._tree, restored._sampler._sum._tree)
 
 
-def whole_slots_state(buf: ReplayBuffer) -> dict:
-    """The replay state moozi wrote before version 4 (checkpoint format 2): every slot of every array."""
-    import json
-
-    state = {"version": 3, "capacity": buf.config.capacity, "sampling": buf.config.sampling,
-             "alpha": float(buf.config.alpha), "sample_last_step": int(buf.config.sample_last_step),
-             "max_priority": float(buf._max_priority), "beta": float(buf._beta),
-             "rng": json.dumps(buf.rng.bit_generator.state), "sampler": buf._sampler.state_dict()}
-    for name in ReplayBuffer._ARRAYS:
-        state[name] = getattr(buf, "_" + name).copy()
-    for name in ReplayBuffer._INTS:
-        state[name] = int(getattr(buf, "_" + name))
-    return state
-
-
 @pytest.mark.parametrize("sampling", ["uniform", "proportional", "rank"])
 def test_live_steps_in_chunks_restore_the_same_buffer(sampling):
     """Version 4 holds only the stored steps (after wrap-round and evictions), a few steps per chunk; restored,
@@ -500,7 +485,7 @@ def test_live_steps_in_chunks_restore_the_same_buffer(sampling):
     from_chunks, from_v3 = buffer(capacity=30, sampling=sampling, rank_refresh_fraction=0.5), \
         buffer(capacity=30, sampling=sampling, rank_refresh_fraction=0.5)
     from_chunks.load_chunks(header, iter(chunks))
-    from_v3.load_state_dict(whole_slots_state(buf))
+    from_v3.load_state_dict(buf.whole_slots_state())
     for restored in (from_chunks, from_v3):
         assert restored.stats() == buf.stats()
         np.testing.assert_array_equal(restored.trajectory_ids(), buf.trajectory_ids())
@@ -614,7 +599,7 @@ def test_legal_masks_are_stored_checkpointed_and_default_to_all_legal():
     restored.load_state_dict(state)
     np.testing.assert_array_equal(restored.get_trajectory(tid).legal_actions, legal)
     # A checkpoint written before masks were kept (replay state version 2) resumes with every move legal.
-    old = {k: v for k, v in whole_slots_state(buf).items() if k != "legal_actions"}
+    old = {k: v for k, v in buf.whole_slots_state().items() if k != "legal_actions"}
     old["version"] = 2
     from_v2 = buffer(capacity=40)
     from_v2.load_state_dict(old)

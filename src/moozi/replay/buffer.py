@@ -657,6 +657,21 @@ class ReplayBuffer:
         if done != size:
             raise ReplayError(f"replay state holds {done} of its {size} steps")
 
+    def whole_slots_state(self) -> dict[str, Any]:
+        """The state as moozi wrote it before version 4 (checkpoint format 2): every slot of every array, in
+        one dict. Not written any more; kept so tests and benchmarks can make an old checkpoint's state."""
+        import json
+
+        state = {"version": 3, "capacity": self.config.capacity, "sampling": self.config.sampling,
+                 "alpha": float(self.config.alpha), "sample_last_step": int(self.config.sample_last_step),
+                 "max_priority": float(self._max_priority), "beta": float(self._beta),
+                 "rng": json.dumps(self.rng.bit_generator.state), "sampler": self._sampler.state_dict()}
+        for name in self._ARRAYS:
+            state[name] = getattr(self, "_" + name).copy()
+        for name in self._INTS:
+            state[name] = int(getattr(self, "_" + name))
+        return state
+
     def _legal_from_version_2(self, state: Mapping[str, Any]) -> np.ndarray:
         """The legal masks a version 2 state implies: all True on every stored step but episodes' last ones."""
         legal = np.zeros_like(self._legal_actions)
