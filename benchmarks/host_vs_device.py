@@ -1,4 +1,4 @@
-"""Host-path versus device-path acting throughput on the same game (DESIGN §2).
+"""Host-path versus device-path acting throughput on the same game (docs/architecture.md §2).
 
 MinAtar Breakout two ways at batch B with the same model and planner:
 

@@ -1,4 +1,4 @@
-"""Actors (DESIGN §1-2): one policy step behind two implementations, episodes as numpy.
+"""Actors (docs/architecture.md §1-2): one policy step behind two implementations, episodes as numpy.
 
 * The pool actor over a device game stepped from Python produces, episode
   for episode, what the device actor produces (same params, keys, planner).

@@ -1,4 +1,4 @@
-"""Conformance suite for every environment bridge, device and host (DESIGN.md §3).
+"""Conformance suite for every environment bridge, device and host (docs/architecture.md §3).
 
 Device environments: every check runs on each name in ``list_envs(path="device")``.
 To keep JAX compile time down, each env is built once (with a small truncation

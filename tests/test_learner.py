@@ -101,7 +101,7 @@ def test_reanalyze_results_refresh_priorities(model):
 
 
 def test_the_driver_does_not_branch_on_the_acting_path():
-    """DESIGN §1: the schedule is written once over the Actor interface."""
+    """docs/architecture.md §1: the schedule is written once over the Actor interface."""
     for path in Path(__file__).parents[1].joinpath("src/moozi/driver").glob("*.py"):
         tree = ast.parse(path.read_text())
         names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

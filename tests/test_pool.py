@@ -1,4 +1,4 @@
-"""HostPool semantics (DESIGN §3) with a tiny hand-written HostEnv (tests/_pool_games.py).
+"""HostPool semantics (docs/architecture.md §3) with a tiny hand-written HostEnv (tests/_pool_games.py).
 
 The pool adds the step contract for every host bridge: auto-reset, per-episode
 seeds, the truncation cap, the empty legal mask on last steps, action checks,

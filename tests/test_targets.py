@@ -1,4 +1,4 @@
-"""Golden tests for training targets (moozi.targets; ../shared/DESIGN.md §4).
+"""Golden tests for training targets (moozi.targets; docs/architecture.md §4).
 
 Expected numbers are written out by hand as arithmetic on the stored data,
 never recomputed by an implementation of the algorithm.

@@ -25,7 +25,7 @@ from moozi.validate import positive_int as _positive_int
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Network family and sizes (../shared/DESIGN.md §5).
+    """Network family and sizes (docs/architecture.md §5).
 
     kind: ``"resnet"`` (image observations, thesis layout) or ``"mlp"`` (vector
       observations, tiny tests).
@@ -126,7 +126,7 @@ class PlannerConfig:
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """How training targets are built (../shared/DESIGN.md §4).
+    """How training targets are built (docs/architecture.md §4).
 
     history_length: L frames and actions stacked into one observation (thesis 4).
     unroll_steps: K dynamics steps unrolled in training (thesis 5); 0 only in
@@ -150,7 +150,7 @@ class TargetConfig:
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    """Loss coefficients and optimiser (../shared/DESIGN.md §6).
+    """Loss coefficients and optimiser (docs/architecture.md §6).
 
     value_coef: c^v; consistency_coef: c^s; l2_coef: c^{L2}.
     learning_rate: Adam step size (peak, if a schedule is used).

@@ -1,4 +1,4 @@
-"""The MooZi loss (../shared/DESIGN.md §6), a pure function of params and a batch.
+"""The MooZi loss (docs/architecture.md §6), a pure function of params and a batch.
 
 L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + c^v [CE(Phi(G_t), v^0) + 1/K sum_k CE(Phi(G_{t+k}), v^k)]
@@ -7,7 +7,7 @@ L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + c^{L2} ||theta||^2,
 each sample's terms scaled by its importance weight. The gradient entering each
 dynamics step is halved (MuZero). The unroll is a Python loop over the static
-K: on XLA:CPU a non-unrolled ``lax.scan`` made gradients ~25x slower (DESIGN §8).
+K: on XLA:CPU a non-unrolled ``lax.scan`` made gradients ~25x slower (measured on a 2-core CPU; docs/architecture.md, Loss and update).
 """
 
 from __future__ import annotations

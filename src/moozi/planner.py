@@ -8,7 +8,7 @@ The planner depends on a *search model*, not on the networks:
 The learned model is one implementation (:func:`learned_root`, :func:`learned_step`);
 a game's true simulator is another (AlphaZero mode, true-model baselines).
 
-Conventions (../shared/DESIGN.md §3, §5): actions are augmented (dummy = 0);
+Conventions (docs/architecture.md §3, §5): actions are augmented (dummy = 0);
 the dummy action is never legal at a real root; a root with no legal move
 (a last step, kept in the batch) allows only the dummy action so nothing
 divides by zero. Rewards are from the mover's point of view and values from the

@@ -1,4 +1,4 @@
-"""Training targets from stored trajectories (../shared/DESIGN.md §4, §6).
+"""Training targets from stored trajectories (docs/architecture.md §4, §6).
 
 Pure, ``jit``- and ``vmap``-friendly functions; no Python loop per position.
 All indices are *storage* indices into a :class:`~moozi.types.Trajectory`: the

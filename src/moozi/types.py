@@ -8,7 +8,7 @@ through ``jit``, ``vmap`` and ``lax.scan`` unchanged. Shapes use:
 * ``A``  size of the *augmented* action space (dummy at index 0, so ``A = |A^e| + 1``),
 * ``N_bins`` number of categorical bins for values/rewards (``2 * support + 1``).
 
-Conventions (../shared/DESIGN.md §3–4): environment action ``e`` is augmented
+Conventions (docs/architecture.md §3–4): environment action ``e`` is augmented
 index ``e + 1``; the reward at step ``t`` was received on arriving at ``t``;
 values are from the point of view of the player to move at that step; rewards
 from the point of view of the player who just moved.

@@ -7,7 +7,7 @@ from training workers to the learner, metrics, and references to published
 parameters; batches and priorities stay inside the learner.
 
 ``schedule.kind: sync`` (the thesis), one *epoch* at a time
-(../shared/DESIGN.md §1):
+(docs/architecture.md §1):
 
 1. the W training workers each play ``acting.steps_per_epoch`` steps in
    ``env.num_envs`` environments (in parallel under Ray) and hand over the

@@ -1,4 +1,4 @@
-"""Environment bridges behind one step contract (../shared/DESIGN.md §3).
+"""Environment bridges behind one step contract (docs/architecture.md §3).
 
 * :mod:`moozi.envs.contract`: ``TimeStep`` (what every bridge yields) and ``EnvSpec``.
 * :mod:`moozi.envs.device`: the functional device-env interface (``DeviceEnv``,

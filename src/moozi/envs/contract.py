@@ -1,4 +1,4 @@
-"""The step contract every environment bridge yields (../shared/DESIGN.md §3).
+"""The step contract every environment bridge yields (docs/architecture.md §3).
 
 One :class:`TimeStep` per environment step, whatever the game and whatever
 the path (device or host):

@@ -1,4 +1,4 @@
-"""Bridges for Gymnasium environments and Atari (ALE) games, host path (../shared/DESIGN.md §2-§3).
+"""Bridges for Gymnasium environments and Atari (ALE) games, host path (docs/architecture.md §2-§3).
 
 Two prefixes:
 

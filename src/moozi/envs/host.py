@@ -1,4 +1,4 @@
-"""The host-env interface: one Python environment, stepped outside jit (../shared/DESIGN.md §2).
+"""The host-env interface: one Python environment, stepped outside jit (docs/architecture.md §2).
 
 Host bridges (OpenSpiel, MinAtar, Gymnasium/ALE, the user's own games)
 implement :class:`HostEnv`. It is deliberately small: a bridge only plays

@@ -1,4 +1,4 @@
-"""Bridge for the original MinAtar games (``minatar`` package), host path (../shared/DESIGN.md §2-§3).
+"""Bridge for the original MinAtar games (``minatar`` package), host path (docs/architecture.md §2-§3).
 
 Registered as the prefix ``"minatar:"``: ``make_env("minatar:breakout")`` and
 likewise ``asterix``, ``freeway``, ``seaquest``, ``space_invaders``.

@@ -1,4 +1,4 @@
-"""Bridge for OpenSpiel games, host path (../shared/DESIGN.md §2-§3).
+"""Bridge for OpenSpiel games, host path (docs/architecture.md §2-§3).
 
 Registered as the prefix ``"openspiel:"``: ``make_env("openspiel:<game>")``
 where ``<game>`` is an OpenSpiel game string, parameters included in
@@ -55,7 +55,7 @@ on last steps, the truncation cap and legal-action checks):
 Two-player games where a player can move twice in a row (checkers
 multi-jumps, mancala and oware extra turns) are accepted and reported
 faithfully (``to_play`` repeats), but the planner and n-step targets assume
-alternating turns (DESIGN §3); the host pool warns the first time it sees one.
+alternating turns (docs/architecture.md §3); the host pool warns the first time it sees one.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`HostPool` steps ``B`` :class:`~moozi.envs.host.HostEnv` objects and
 adds, once for every host bridge, the rest of the step contract
-(../shared/DESIGN.md §3): auto-reset (the step after a last step is the first
+(docs/architecture.md §3): auto-reset (the step after a last step is the first
 of the next episode and ignores its action), a reproducible seed for every
 episode, the ``spec.max_episode_steps`` truncation cap, the empty legal mask
 on last steps, float32 observations, and a clear :class:`IllegalActionError`

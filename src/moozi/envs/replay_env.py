@@ -14,7 +14,7 @@ Queue and slots:
 * Each slot plays one trajectory from its step 0 (index ``first``) to its last
   step (index ``last``). The step after the last one, the slot takes the next
   trajectory from the queue, whose step 0 is a first step: the auto-reset of
-  the step contract (../shared/DESIGN.md §3).
+  the step contract (docs/architecture.md §3).
 * When the queue is empty the slot is *idle* (``active`` False): it yields an
   absorbing last step with a zero observation, reward 0, ``is_first`` False,
   ``is_last`` and ``is_terminal`` True, an all-False legal mask and

@@ -1,4 +1,4 @@
-"""History stacking: the last L frames and L actions as one image (DESIGN.md §4).
+"""History stacking: the last L frames and L actions as one image (docs/architecture.md §4).
 
 Frames o_{t-L+1..t} (zeros before the episode start) and actions
 a_{t-L..t-1} (dummy before the start), each action one-hot over the augmented

@@ -2,7 +2,7 @@
 
 A segment of ``num_steps`` steps of ``B`` device environments is one jitted
 ``lax.scan`` of the shared :func:`~moozi.workers.policy.policy_step` followed by
-the environment step (../shared/DESIGN.md §2). The actor owns its carry
+the environment step (docs/architecture.md §2). The actor owns its carry
 (environment states, current time steps, policy state), its episode
 assembler and its parameter copy; its whole state can be checkpointed, so a
 resumed run continues its episodes mid-game exactly.

@@ -1,7 +1,7 @@
 """The pool actor: any pool of environments, one jitted policy call per step.
 
 Serves every game that is not stepped inside XLA (OpenSpiel, MinAtar,
-Gymnasium/ALE, the user's own, ../shared/DESIGN.md §2), a device game behind a
+Gymnasium/ALE, the user's own, docs/architecture.md §2), a device game behind a
 :class:`~moozi.envs.pool.DevicePool`, and stored games behind a
 :class:`~moozi.envs.replay_env.ReplayEnvPool`. Each step is the shared
 :func:`~moozi.workers.policy.policy_step`, so its episodes are the same, field
