@@ -88,7 +88,7 @@ def _random_frames(env, steps: int, seed: int):
 
 
 def make_episodes(preset: str, steps: int, seed: int, path: Path) -> dict:
-    from moozi.driver.parts import build_parts
+    from moozi.parts import build_parts
 
     config = _config(preset, [])
     env, _ = build_parts(config)
@@ -132,8 +132,8 @@ def _fill(config, spec, data, seed: int):
 def measure(preset: str, way: str, episodes: Path, folder: Path) -> dict:
     """One way, in this (fresh) process: fill, write, read back."""
     from moozi.checkpoint import PendingCheckpoint, load_checkpoint, read_chunked_part
-    from moozi.driver.parts import build_parts
     from moozi.observe.memory import PeakRss, rss_mb
+    from moozi.parts import build_parts
 
     config = _config(preset, [])
     env, _ = build_parts(config)

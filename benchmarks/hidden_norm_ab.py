@@ -25,11 +25,11 @@ import jax.numpy as jnp
 
 from moozi import xla_tuning
 from moozi.config import apply_overrides, config_from_dict
-from moozi.driver.parts import build_parts
 from moozi.learner import Learner
 from moozi.losses import loss_fn
 from moozi.model import networks
 from moozi.observe.machine import cpu_description
+from moozi.parts import build_parts
 from moozi.presets import load_preset
 from moozi.update import build_batch
 from moozi.workers import make_actor

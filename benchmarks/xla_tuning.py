@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from moozi.config import apply_overrides, config_from_dict
-from moozi.driver.parts import build_parts
 from moozi.learner import Learner
+from moozi.parts import build_parts
 from moozi.presets import load_preset
 from moozi.workers import make_actor
 from moozi.xla_tuning import UPDATE_OPTIONS

@@ -9,8 +9,8 @@ import pytest
 from moozi.checkpoint import load_checkpoint
 from moozi.cli import main
 from moozi.driver import Trainer, load_run_config
-from moozi.driver.run_dir import find_checkpoint
 from moozi.observe.metrics import read_metrics
+from moozi.run_dir import find_checkpoint
 from tests.test_train_smoke import TINY
 
 SETTINGS = ["schedule.max_env_steps=192", "learner.learning_rate=0.01", "learner.lr_schedule=cosine",

@@ -106,7 +106,7 @@ def test_config_boundary():
         EnvSpec("one", (3, 3, 4), 9, player_planes=(2, 1, 3))  # one player
     with pytest.raises(ConfigError, match="env_spec.player_planes"):
         EnvSpec("two", (3, 3, 4), 9, num_players=2, player_planes=(2, 2, 3))
-    from moozi.driver.parts import build_parts
+    from moozi.parts import build_parts
 
     cfg = config_from_dict(apply_overrides(load_preset("tictactoe"), ["model.mover_relative=true"]))  # pgx: already the mover's
     with pytest.raises(ConfigError, match="model.mover_relative = true needs .* pgx:tic_tac_toe declares none"):

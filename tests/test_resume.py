@@ -173,8 +173,8 @@ def test_a_run_written_in_checkpoint_format_2_resumes(tmp_path):
     from pathlib import Path
 
     from moozi.config import to_dict
-    from moozi.driver.run_dir import load_run_config
     from moozi.replay import ReplayBuffer
+    from moozi.run_dir import load_run_config
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "data" / "format2_cartpole", run)

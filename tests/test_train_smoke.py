@@ -54,7 +54,7 @@ def test_every_preset_builds_its_game_and_model(preset):
     """The preset as shipped (no overrides): a valid config, a game that builds, and a model whose
     parameters initialise for that game's observations (shapes traced, nothing compiled)."""
     from moozi.config import config_from_dict
-    from moozi.driver.parts import build_parts
+    from moozi.parts import build_parts
     from moozi.presets import load_preset
 
     config = config_from_dict(load_preset(preset))

@@ -751,12 +751,6 @@ class GatingConfig:
         _nonneg_int(o, "opening_plies", self.opening_plies)
         _number_in(o, "max_share", self.max_share, 0.0, 1.0, lo_open=True)
 
-    def gate(self) -> dict:
-        """The gate as :func:`moozi.eval.arena.play_gated` takes it."""
-        from moozi.eval.gating import gate_spec
-
-        return gate_spec(self.method, self.elo0, self.elo1, self.alpha, self.beta, self.margin, self.threshold)
-
 
 @dataclass(frozen=True)
 class Config:

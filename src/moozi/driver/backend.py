@@ -157,12 +157,3 @@ def _value(x):
             raise x.error
         return x.value
     return x
-
-
-def make_backend(config, run_dir) -> Backend:
-    """The backend ``config.distributed.backend`` names (Ray imported only for ``"ray"``)."""
-    if config.distributed.backend == "local":
-        return LocalBackend()
-    from moozi.driver.distributed import RayBackend
-
-    return RayBackend(config.distributed, run_dir)

@@ -37,7 +37,7 @@ from moozi.checkpoint import (
     read_part_bytes,
 )
 from moozi.config import config_from_dict
-from moozi.driver.run_dir import BEST_DIR
+from moozi.run_dir import BEST_DIR
 
 
 def worker_seed(seed: int, *ids: int) -> int:
@@ -84,8 +84,8 @@ class LearnerHost:
 
     def __init__(self, config: dict, run_dir: str, expected_versions: dict | None = None):
         check_versions(expected_versions)
-        from moozi.driver.parts import build_parts, stream_seed
         from moozi.learner import Learner
+        from moozi.parts import build_parts, stream_seed
 
         self.config = config_from_dict(config)
         self.run_dir = Path(run_dir)
@@ -261,7 +261,7 @@ class ActingHost:
         check_versions(expected_versions)
         import jax
 
-        from moozi.driver.parts import build_parts
+        from moozi.parts import build_parts
         from moozi.workers import make_actor
 
         self.config = config_from_dict(config)
@@ -275,7 +275,10 @@ class ActingHost:
             key = jax.random.fold_in(jax.random.fold_in(key, worker_id), incarnation)
             actor_seed = worker_seed(seed, 1 if role == "train" else 2, worker_id, incarnation)
         record = role == "test" and self.config.testing.record_every > 0
-        opponent = self.config.testing.opponent if role == "test" else None  # make_actor picks the path's form
+        from moozi.eval.perfect import testing_opponent
+
+        opponent = testing_opponent(self.config.testing.opponent, self.config.env.name, env.spec) if role == "test" \
+            else None
         try:
             self.actor = make_actor(self.config, env, model, role, key, seed=actor_seed, opponent=opponent,
                                     record_frames=True if record else None)
@@ -346,8 +349,8 @@ class ReanalyzeHost:
         check_versions(expected_versions)
         import jax
 
-        from moozi.driver.parts import build_parts
         from moozi.envs.replay_env import ReplayEnvPool
+        from moozi.parts import build_parts
         from moozi.workers.policy import PolicyConfig
         from moozi.workers.pool_actor import PoolActor
 

@@ -56,15 +56,16 @@ import yaml
 
 from moozi.checkpoint import CheckpointError, load_checkpoint
 from moozi.config import Config, ConfigError, to_dict
-from moozi.driver.backend import LocalBackend, Resources, WorkerDied, make_backend
+from moozi.driver.backend import LocalBackend, Resources, WorkerDied
+from moozi.driver.backends import make_backend
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
-from moozi.driver.parts import build_parts
-from moozi.driver.run_dir import BEST_DIR, find_checkpoint
 from moozi.learner import training_symmetries
 from moozi.model.transform import max_representable
 from moozi.observe.health import Health, assess
 from moozi.observe.machine import machine_info, machine_line
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
+from moozi.parts import build_parts
+from moozi.run_dir import BEST_DIR, find_checkpoint
 from moozi.update import budget_lr_scale
 from moozi.workers import agent_return
 
@@ -959,7 +960,7 @@ class Trainer:
 
     def _keep_gated(self, updates: int, gate: dict) -> None:
         """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's result."""
-        from moozi.driver.run_dir import load_params
+        from moozi.run_dir import load_params
 
         try:
             env, model = build_parts(self.config)

@@ -337,3 +337,26 @@ def _with_player_plane(shape: tuple[int, ...], num_players: int) -> tuple[int, .
 def make_openspiel(game: str, *, params: dict | None = None, max_episode_steps: int | None = None) -> OpenSpielEnv:
     """Factory for the ``"openspiel:"`` prefix: ``make_openspiel(game, **kwargs)`` (see OpenSpielEnv)."""
     return OpenSpielEnv(game, params=params, max_episode_steps=max_episode_steps)
+
+
+# pgx games whose OpenSpiel twin has the same action indices (players follow a pgx game through it, checked every
+# move).
+OPENSPIEL_TWINS = {"pgx:tic_tac_toe": "tic_tac_toe", "pgx:connect_four": "connect_four"}
+
+
+def openspiel_game(game: str, kwargs: dict | None = None):
+    """The pyspiel game a moozi game name stands for (an ``openspiel:`` game, or a pgx game's twin)."""
+    import pyspiel
+
+    if game.startswith("openspiel:"):
+        name, params = game.split(":", 1)[1], (kwargs or {}).get("params")  # the bridge's own game parameters
+    elif game in OPENSPIEL_TWINS:
+        name, params = OPENSPIEL_TWINS[game], None
+    else:
+        raise ConfigError(f"OpenSpiel players need an OpenSpiel game: {game!r} is neither an openspiel: game nor "
+                          f"one with an OpenSpiel twin ({', '.join(OPENSPIEL_TWINS)})")
+    g, _ = load_game(name, params)
+    if g.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        raise ConfigError(f"OpenSpiel players follow a game by its moves, so {name} (which has chance events) "
+                          "cannot be played by them")
+    return g

@@ -202,8 +202,8 @@ def game_of(players: list[str], game: str | None) -> tuple[str, dict, tuple]:
     from pathlib import Path
 
     from moozi.config import ConfigError
-    from moozi.driver import load_run_config
     from moozi.eval.players import parse_player
+    from moozi.run_dir import load_run_config
 
     found = None
     for text in players:

@@ -9,7 +9,8 @@ import jax
 import numpy as np
 
 from moozi.config import ConfigError
-from moozi.driver import build_parts, load_params, load_run_config
+from moozi.parts import build_parts
+from moozi.run_dir import load_params, load_run_config
 from moozi.workers import agent_return, make_actor, play_games
 
 
@@ -18,7 +19,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
-    count (:func:`moozi.driver.run_dir.find_checkpoint`). ``record_frames`` keeps
+    count (:func:`moozi.run_dir.find_checkpoint`). ``record_frames`` keeps
     each game's observations (to draw them).
 
     Returns ``(config, two_player, episodes, checkpoint metadata)`` (and the game's

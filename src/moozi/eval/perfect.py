@@ -256,3 +256,9 @@ def make_opponent(name: str, env_name: str, path: str = "device") -> Callable:
             )
         return host_perfect_opponent if env_name.startswith("openspiel:") else perfect_opponent
     raise ValueError(f"unknown opponent {name!r}; options: {', '.join(map(repr, OPPONENTS))}")
+
+
+def testing_opponent(name: str, env_name: str, spec) -> Callable | None:
+    """The opponent ``name`` for the test games of ``env_name`` (its ``spec``), in the form its acting path
+    plays; ``None`` for a single-player game. What a testing worker is given: the driver never names the path."""
+    return make_opponent(name, env_name, path=spec.path) if spec.two_player else None

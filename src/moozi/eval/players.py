@@ -57,9 +57,7 @@ from typing import Protocol
 import numpy as np
 
 from moozi.config import ConfigError
-
-# Games whose pgx bridge has an OpenSpiel twin with the same action indices (checked every move).
-OPENSPIEL_TWINS = {"pgx:tic_tac_toe": "tic_tac_toe", "pgx:connect_four": "connect_four"}
+from moozi.envs.openspiel_bridge import openspiel_game
 
 
 @dataclass(frozen=True)
@@ -218,26 +216,6 @@ class PerfectPlayer:
 
     def close(self) -> None:
         pass
-
-
-def openspiel_game(game: str, kwargs: dict | None = None):
-    """The pyspiel game a moozi game name stands for (an ``openspiel:`` game, or a pgx game's twin)."""
-    import pyspiel
-
-    from moozi.envs.openspiel_bridge import load_game
-
-    if game.startswith("openspiel:"):
-        name, params = game.split(":", 1)[1], (kwargs or {}).get("params")  # the bridge's own game parameters
-    elif game in OPENSPIEL_TWINS:
-        name, params = OPENSPIEL_TWINS[game], None
-    else:
-        raise ConfigError(f"OpenSpiel players need an OpenSpiel game: {game!r} is neither an openspiel: game nor "
-                          f"one with an OpenSpiel twin ({', '.join(OPENSPIEL_TWINS)})")
-    g, _ = load_game(name, params)
-    if g.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
-        raise ConfigError(f"OpenSpiel players follow a game by its moves, so {name} (which has chance events) "
-                          "cannot be played by them")
-    return g
 
 
 class _OpenSpielStates:
@@ -435,18 +413,15 @@ class RunPlayer:
                  temperature: float = 0.0, seed: int = 0, budget_ms: float | None = None):
         import jax
 
-        from moozi.driver import build_parts, load_params, load_run_config
+        from moozi.run_dir import open_run
 
         if mode not in ("search", "prior"):
             raise ConfigError(f"mode = {mode!r}: allowed 'search' or 'prior'")
         if temperature < 0:
             raise ConfigError(f"temp = {temperature}: allowed a number >= 0 (0 = greedy)")
-        self.config = load_run_config(run)
-        env, self.model = build_parts(self.config)
-        self.env_spec = env.spec
-        env.close()
-        self.params, meta = load_params(run, self.model, env_name=self.config.env.name, checkpoint=checkpoint)
-        self.params = jax.device_put(self.params)
+        opened = open_run(run, checkpoint)
+        self.config, self.model, self.env_spec, meta = opened.config, opened.model, opened.spec, opened.meta
+        self.params = jax.device_put(opened.params)
         planner = self.config.test_planner
         if simulations is not None:
             if simulations < 1:
@@ -655,10 +630,11 @@ class TrueModelPlayer:
         if simulations < 1 or rollouts < 1:
             raise ConfigError(f"simulations = {simulations}, rollouts = {rollouts}: allowed integers >= 1")
         if run is not None:
-            from moozi.driver import build_parts, load_params, load_run_config
+            from moozi.parts import build_parts
+            from moozi.run_dir import load_params, load_run_config
 
             self.config = load_run_config(run)
-            env, self.model = build_parts(self.config)
+            env, self.model = build_parts(self.config)  # the game's simulator is searched: its env stays open
             params, meta = load_params(run, self.model, env_name=self.config.env.name, checkpoint=checkpoint)
             self.params = jax.device_put(params)
             self.history_length = self.config.targets.history_length
@@ -960,7 +936,7 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         run, _, checkpoint = head[len("az:"):].partition("@")
         if not (Path(run) / "config.yaml").is_file():
             raise ConfigError(f"player {text!r}: {run!r} is not a run directory (no config.yaml)")
-        from moozi.driver import load_run_config
+        from moozi.run_dir import load_run_config
 
         sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
         player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
@@ -972,7 +948,7 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         if not (Path(run) / "config.yaml").is_file():
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
                               "run directory (no config.yaml)")
-        from moozi.driver import load_run_config
+        from moozi.run_dir import load_run_config
 
         if mode == "search" and load_run_config(run).model.dynamics == "simulator":
             # A run trained in AlphaZero mode searches the way it was trained: the real simulator.

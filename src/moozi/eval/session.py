@@ -37,7 +37,7 @@ class GameSession:
             raise ConfigError(f"{game} is a single-player game: play and gtp need a two-player game")
         self.twin = None
         try:
-            from moozi.eval.players import openspiel_game
+            from moozi.envs.openspiel_bridge import openspiel_game
 
             self.twin = openspiel_game(game, game_kwargs)
         except ConfigError:

@@ -62,7 +62,9 @@ def gate_checkpoint(run_dir, updates: int, best_updates: int, cfg, seed: int) ->
     (a :class:`~moozi.config.GatingConfig`); the match summary with its ``gate`` result. The games are
     recorded under ``RUN/gating/`` and never enter the rating pool."""
     from moozi.eval.arena import run_match
+    from moozi.eval.gating import gate_spec
 
     records = Path(run_dir) / "gating" / f"{updates}-vs-{best_updates}.jsonl"
+    gate = gate_spec(cfg.method, cfg.elo0, cfg.elo1, cfg.alpha, cfg.beta, cfg.margin, cfg.threshold)
     return run_match(f"{run_dir}@{updates}", f"{run_dir}@best", pairs=cfg.max_pairs, opening_plies=cfg.opening_plies,
-                     seed=seed, records=str(records), gate=cfg.gate())
+                     seed=seed, records=str(records), gate=gate)

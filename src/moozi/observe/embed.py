@@ -90,9 +90,9 @@ def embed_run(run_dir, episodes: int = 8, colour_by: str = "value", checkpoint: 
     """Play ``episodes`` test games, map their hidden states; write the PNG and the projector files."""
     import jax
 
-    from moozi.driver import build_parts
-    from moozi.driver.run_dir import load_params
     from moozi.eval.evaluate import play
+    from moozi.parts import build_parts
+    from moozi.run_dir import load_params
 
     if colour_by not in ("value", "step"):
         raise ValueError(f"--colour {colour_by!r}: allowed value or step")

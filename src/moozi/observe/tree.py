@@ -280,9 +280,10 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     import jax
     import jax.numpy as jnp
 
-    from moozi.driver import build_parts, load_params, load_run_config
     from moozi.model.history import history_init, history_observation, history_push
+    from moozi.parts import build_parts
     from moozi.planner import plan
+    from moozi.run_dir import load_params, load_run_config
 
     config = load_run_config(run_dir)
     if config.model.dynamics == "simulator":

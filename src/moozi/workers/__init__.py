@@ -23,19 +23,17 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
     A JAX-native game gets a :class:`~moozi.workers.device_actor.DeviceActor`;
     any other a :class:`~moozi.workers.pool_actor.PoolActor` over a pool of
     ``num_envs`` copies (``pool`` overrides it). ``opponent`` plays the other
-    seat of two-player test games (a device or host opponent to match the path).
+    seat of two-player test games (a device or host opponent to match the path;
+    :func:`moozi.eval.make_opponent` turns ``"random"`` / ``"perfect"`` into one).
     ``record_frames`` keeps the observations in the episodes (default: training
-    only; test games that are drawn as GIFs turn it on). ``opponent`` may also
-    be a name (``"random"``, ``"perfect"``): the opponent of that name for the
-    game's path.
+    only; test games that are drawn as GIFs turn it on).
     """
     from moozi.config import ConfigError
     from moozi.envs.pool import episode_seed, make_pool
 
-    if isinstance(opponent, str):
-        from moozi.eval.perfect import make_opponent
-
-        opponent = make_opponent(opponent, config.env.name, path=env.spec.path) if env.spec.two_player else None
+    if isinstance(opponent, str):  # the caller resolves names (moozi.eval.make_opponent): workers never import eval
+        raise TypeError(f"opponent = {opponent!r}: pass the opponent itself (moozi.eval.make_opponent({opponent!r}, "
+                        "game, path=...)), not its name")
 
     if role not in ("train", "test"):
         raise ValueError(f"role = {role!r} is invalid: allowed 'train' or 'test'")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -69,3 +71,44 @@ def load_params(run_dir: Path | str, model, env_name: str | None = None,
     except ValueError as err:
         raise CheckpointError(f"{path} does not fit the model of {run_dir}/config.yaml: {err}") from err
     return params, meta
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """A trained run opened for use (by players, views and evaluation; never by training).
+
+    run_dir: the run directory.
+    config: its resolved config (or the one passed to :func:`open_run`).
+    spec: the game's :class:`~moozi.envs.EnvSpec` (the environment itself is closed).
+    model: the network the config describes.
+    params: the published params of the checkpoint (numpy).
+    meta: the checkpoint's metadata (``counters``, ``path``, ...).
+    """
+
+    run_dir: Path
+    config: Config
+    spec: Any
+    model: Any
+    params: Any
+    meta: dict
+
+    @property
+    def updates(self) -> int:
+        """The update count of the checkpoint opened."""
+        return int(self.meta["counters"]["updates"])
+
+
+def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | None = None) -> TrainedRun:
+    """Open a trained run at ``checkpoint`` (``latest``, ``best`` or an update count; see :func:`find_checkpoint`).
+
+    ``config`` replaces the run's own (a view that changes, say, the test planner's simulations); the params
+    must still fit its model.
+    """
+    from moozi.parts import build_parts
+
+    config = load_run_config(run_dir) if config is None else config
+    env, model = build_parts(config)
+    spec = env.spec
+    env.close()
+    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
+    return TrainedRun(Path(run_dir), config, spec, model, params, meta)
