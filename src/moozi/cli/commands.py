@@ -1,0 +1,192 @@
+"""The commands that use a trained run or a game: eval, match, gtp, play, ratings, watch, tree, embed, report,
+presets, envs. Each imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from moozi.cli.console import _log_console
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from moozi.eval.evaluate import evaluate
+
+    if args.games < 1:
+        print("moozi eval: --games must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
+                      checkpoint=args.checkpoint)
+    print(json.dumps(result))
+    return 0
+
+
+def _match(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import run_match
+    from moozi.eval.gating import gate_spec
+
+    gate = None if not args.gate else gate_spec(args.gate, args.elo0, args.elo1, args.alpha, args.beta,
+                                                 args.margin, args.threshold)
+    _log_console()
+    result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
+                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(_match_table(result))
+    return 0
+
+
+def _match_table(r: dict) -> str:
+    """A short human summary of a match (``--json`` prints everything)."""
+    def fmt(i, scale=1.0, digits=3):
+        return f"{_num(i['value'], scale, digits)} [{_num(i['low'], scale, digits)}, {_num(i['high'], scale, digits)}]"
+
+    lines = [
+        f"{r['game']}: {r['games']} games ({r['pairs']} pairs, {r['opening_plies']} random opening plies, "
+        f"seed {r['seed']})",
+        f"A = {r['a']['id']}",
+        f"B = {r['b']['id']}",
+        f"A: {r['wins']} wins / {r['draws']} draws / {r['losses']} losses"
+        f"  (moving first {r['a_first']['wins']}/{r['a_first']['draws']}/{r['a_first']['losses']}, "
+        f"second {r['a_second']['wins']}/{r['a_second']['draws']}/{r['a_second']['losses']})",
+        f"score of A (95%, from pairs): {fmt(r['score'])}",
+        f"Elo of A - B (95%): {fmt(r['elo'], digits=0)}",
+        f"win rate {fmt(r['win_rate'])}, loss rate {fmt(r['loss_rate'])} (Wilson 95%)",
+        f"distinct games {100 * r['distinct_games']:.0f}%, mean plies {r['mean_plies']:.1f}, ms per move: "
+        f"A {r['ms_per_move']['a']:.3f}, B {r['ms_per_move']['b']:.3f}; {r['wall_s']:.1f} s",
+        f"records: {r['records']}",
+    ]
+    if "gate" in r:
+        g = r["gate"]
+        detail = (f"LLR {g['llr']:.2f} in [{g['bounds'][0]:.2f}, {g['bounds'][1]:.2f}]" if g["method"] == "sprt"
+                  else f"{g['pairs_used']} pairs")
+        lines.append(f"gate ({g['method']}): {g['decision'].upper()} A after {g['pairs_used']} pairs; {detail}")
+    return "\n".join(lines)
+
+
+def _num(x, scale, digits):
+    return f"{round(x * scale, digits) + 0.0:.{digits}f}" if isinstance(x, float) else str(x)  # no "-0"
+
+
+def _gtp(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import game_of
+    from moozi.eval.gtp import GTPEngine
+
+    _log_console()
+    game, kwargs, modules = game_of([args.player], args.game)
+    GTPEngine(args.player, game, seed=args.seed, game_kwargs=kwargs, modules=modules).serve()
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from moozi.eval.arena import game_of
+    from moozi.eval.play import play_terminal
+    from moozi.eval.players import make_player
+    from moozi.eval.session import GameSession
+
+    _log_console()
+    game, kwargs, modules = game_of([args.player], args.game)
+    session = GameSession(game, make_player(args.player, game, args.seed, kwargs), args.seed, kwargs, modules)
+    try:
+        play_terminal(session, 1 if args.second else 0)
+    finally:
+        session.close()
+    return 0
+
+
+def _ratings(args: argparse.Namespace) -> int:
+    from moozi.eval.ratings import ratings_table, read_pool
+
+    table = ratings_table(read_pool(args.pools), anchor=args.anchor, game=args.game)
+    if args.json:
+        print(json.dumps(table))
+        return 0
+    width = max(len(r["player"]) for r in table["players"])
+    print(f"{table['game']}: {table['games']} games; Elo (logistic) with 95% intervals, {table['anchor']} = 0; first-move advantage "
+          f"{table['first_move']:+.0f} +- {1.96 * table['first_move_sd']:.0f}")
+    print(f"{'player':<{width}}  {'rating':>7}  {'95% interval':>17}  {'games':>6}  {'score':>5}")
+    for r in table["players"]:
+        print(f"{r['player']:<{width}}  {r['rating']:7.0f}  [{r['low']:7.0f}, {r['high']:7.0f}]  {r['games']:6d}  "
+              f"{r['score']:5.3f}")
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from moozi.observe.gif import watch_run
+
+    if args.episodes < 1:
+        print("moozi watch: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    print(json.dumps(watch_run(args.run_dir, args.episodes, args.opponent, args.seed, args.checkpoint, args.out,
+                               args.fps, args.max_frames)))
+    return 0
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from moozi.config import ConfigError
+    from moozi.observe.tree import view_position
+
+    moves = None
+    if args.position is not None:
+        try:
+            moves = [int(m) for m in args.position.replace(",", " ").split()]
+        except ValueError:
+            raise ConfigError(f"--position {args.position!r}: allowed environment action numbers separated by "
+                              "spaces, e.g. --position '4 0 8'") from None
+    _log_console()
+    result = view_position(args.run_dir, moves=moves, episode_step=args.episode_step, checkpoint=args.checkpoint,
+                           seed=args.seed, threshold=args.threshold, out_dir=args.out_dir,
+                           simulations=args.simulations)
+    print(json.dumps(result))
+    return 0
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from moozi.observe.embed import embed_run
+
+    if args.episodes < 1:
+        print("moozi embed: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    try:
+        result = embed_run(args.run_dir, episodes=args.episodes, colour_by=args.colour, checkpoint=args.checkpoint,
+                           seed=args.seed, out_dir=args.out_dir)
+    except ImportError as err:
+        print(f"moozi embed: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from moozi.observe.report import write_report
+
+    out = Path(args.out) if args.out else Path(args.run_dirs[0]) / "report.html"
+    try:
+        write_report(args.run_dirs, out)
+    except FileNotFoundError as err:
+        print(f"moozi report: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"report": str(out), "runs": args.run_dirs}))
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from moozi.presets import preset_names
+
+    print("\n".join(preset_names()))
+    return 0
+
+
+def _envs(args: argparse.Namespace) -> int:
+    from moozi.envs import list_envs
+
+    for name in list_envs():
+        print(name)
+    return 0

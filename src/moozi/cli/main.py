@@ -1,0 +1,70 @@
+"""``moozi <command>``: parse, run the command, turn the user's mistakes into one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import moozi.cli.console as console
+from moozi.cli.console import _catch_sigint, _drop_console, _user_error
+from moozi.cli.parser import build_parser
+
+# Commands that compile nothing, so need not import JAX to point it at the compile cache.
+_NO_COMPILE = ("presets", "envs", "report")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "simulations", None) is not None and args.simulations < 1:
+        print("moozi: --simulations must be >= 1", file=sys.stderr)
+        return 2
+    logger = logging.getLogger("moozi")
+    propagate = logger.propagate
+    restore_sigint = _catch_sigint()
+    try:
+        if args.command not in _NO_COMPILE:
+            from moozi import compile_cache
+
+            compile_cache.enable()
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("moozi: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if console._interrupted:  # a Ctrl-C inside an import surfaces as that module's ImportError: it is the interrupt
+            print("moozi: interrupted", file=sys.stderr)
+            return 130
+        message = _user_error(err)
+        _drop_console(logger)
+        if not getattr(err, "_moozi_logged", False) and any(getattr(h, "_moozi_run_log", False)
+                                                            for h in logger.handlers):  # the traceback: train.log
+            logger.propagate = False
+            logger.error("stopped by %s: %s", type(err).__name__, err, exc_info=err)
+        if message is None:
+            raise
+        print(f"moozi: {message}", file=sys.stderr)
+        return 2
+    finally:
+        restore_sigint()
+        _drop_console(logger)
+        logger.propagate = propagate
+
+
+def run() -> None:
+    """The ``moozi`` program: :func:`main`, then exit with its code.
+
+    After a Ctrl-C during start-up the process leaves with ``os._exit(130)``:
+    CPython remembers a KeyboardInterrupt that passed through code some
+    libraries run at import time, and at a normal exit kills itself with
+    SIGINT even though moozi handled it (seen as exit -2 under ``python -m``).
+    """
+    import os
+
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)

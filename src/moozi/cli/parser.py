@@ -1,0 +1,189 @@
+"""The argument parser of every command."""
+
+from __future__ import annotations
+
+import argparse
+
+from moozi.cli.commands import (
+    _embed,
+    _envs,
+    _eval,
+    _gtp,
+    _match,
+    _play,
+    _presets,
+    _ratings,
+    _report,
+    _tree,
+    _watch,
+)
+from moozi.cli.demo import _demo
+from moozi.cli.train import _train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moozi", description="Command-line entry point: ``moozi <command>``.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="search a few tic-tac-toe positions and print the chosen moves")
+    demo.add_argument("--simulations", type=int, default=64, help="simulations per search (default 64)")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(func=_demo)
+
+    train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
+    train.add_argument("--preset", help="preset name (see `moozi presets`) or path to a preset YAML file")
+    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
+    train.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
+    train.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
+    train.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
+    train.add_argument("--backend", choices=["local", "ray"], default=None,
+                       help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
+    train.add_argument("--address", default=None, metavar="HOST:PORT",
+                       help="with --backend ray: an existing Ray cluster (default: start a private one)")
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
+    train.set_defaults(func=_train)
+
+    ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line",
+                        description="Play a checkpoint of a run (test planner, greedy moves) and "
+                                    "print one JSON line: wins/draws/losses (two-player games, the agent taking "
+                                    "each seat in half the games) or return statistics (single-player games).")
+    ev.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    ev.add_argument("--opponent", default="random",
+                    help="two-player games: random (uniform legal moves, any game), perfect (tic-tac-toe only) "
+                         "or any `moozi match` player (os-mcts-100, mcts-200, another RUN[@CKPT], ...); "
+                         "single-player games have no opponent and ignore it (default random)")
+    ev.add_argument("--games", type=int, default=100, help="games (episodes) to play (default 100)")
+    ev.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
+    ev.add_argument("--checkpoint", default="latest", metavar="WHICH",
+                    help="latest (the newest good checkpoint, default), best (the params with the best test "
+                         "score, testing.keep_best) or an update count of a kept checkpoint")
+    ev.set_defaults(func=_eval)
+
+    match = sub.add_parser(
+        "match", help="play two players against each other in pairs of games; W/D/L, score and Elo with intervals",
+        description="Play PAIRS pairs of games between A and B: each pair starts from the same seeded random "
+                    "opening and the players swap seats. Players: random, perfect (tic-tac-toe), ab / ab-D "
+                    "(OpenSpiel alpha-beta, whole game / D plies), os-mcts-N (OpenSpiel MCTS, N simulations, "
+                    "random rollouts), mcts-N (rollout MCTS on the real game), RUN[@CKPT] (a trained run's "
+                    "search), prior:RUN[@CKPT] (its prior only), az:RUN[@CKPT] (its network searching the real "
+                    "game), human (you, at the terminal), gtp:COMMAND; options after commas: eps=P (any player), "
+                    "sims=N, ms=T and temp=T (runs), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
+                    "`moozi match runs/c4@best os-mcts-100 --pairs 100`.")
+    match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
+    match.add_argument("b", metavar="B", help="player B")
+    match.add_argument("--game", default=None, help="the game (default: the game of the run among the players)")
+    match.add_argument("--pairs", type=int, default=100, help="pairs of games (default 100)")
+    match.add_argument("--opening-plies", type=int, default=2,
+                       help="random plies played before the players take over, the same in both games of a pair "
+                            "(default 2)")
+    match.add_argument("--seed", type=int, default=0, help="seeds the openings, the game and each player's stream")
+    match.add_argument("--batch", type=int, default=256, help="games played at once in lock-step (default 256)")
+    match.add_argument("--records", metavar="FILE.jsonl", default=None,
+                       help="where the game records go (default matches/match-TIMESTAMP.jsonl)")
+    match.add_argument("--pool", metavar="FILE.jsonl", default=None,
+                       help="also append the games to this rating pool file (see `moozi ratings`)")
+    match.add_argument("--json", action="store_true", help="print the whole summary as one JSON line")
+    match.add_argument("--gate", choices=["sprt", "hoeffding", "fixed"], default=None,
+                       help="decide whether A (a new network) replaces B: sprt (sequential, stops when decided; "
+                            "--pairs is the most it plays), hoeffding (plays the games Hoeffding needs for "
+                            "--margin at confidence 1 - --alpha) or fixed (score >= --threshold after --pairs)")
+    match.add_argument("--elo0", type=float, default=0.0, help="sprt: H0, A is this many Elo better (default 0)")
+    match.add_argument("--elo1", type=float, default=50.0, help="sprt: H1, A is this many Elo better (default 50)")
+    match.add_argument("--alpha", type=float, default=0.05, help="sprt: false-accept rate; hoeffding: delta")
+    match.add_argument("--beta", type=float, default=0.05, help="sprt: false-reject rate")
+    match.add_argument("--margin", type=float, default=0.05, help="hoeffding: score margin above 1/2 (default 0.05)")
+    match.add_argument("--threshold", type=float, default=0.55, help="fixed: score to accept (default 0.55)")
+    match.set_defaults(func=_match)
+
+    gtp = sub.add_parser(
+        "gtp", help="speak the Go Text Protocol (v2 framing) on stdin/stdout for a player, any two-player game",
+        description="A GTP engine for PLAYER (a run directory or any `moozi match` player): clear_board, play, "
+                    "genmove, undo, showboard, legal_moves, final_score, time_settings/time_left, the administrative "
+                    "commands, and the extensions moozi-game NAME and moozi-analyze. See docs/protocol.md.")
+    gtp.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
+    gtp.add_argument("--game", default=None, help="the game (default: the run's)")
+    gtp.add_argument("--seed", type=int, default=0)
+    gtp.set_defaults(func=_gtp)
+
+    play = sub.add_parser("play", help="play against a trained agent (or any player) at the terminal",
+                          description="Draws the board after every move; at the prompt give a move, or legal, undo, "
+                                      "hint (the agent's search at your position) or quit.")
+    play.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
+    side = play.add_mutually_exclusive_group()
+    side.add_argument("--first", action="store_true", help="you move first (default)")
+    side.add_argument("--second", action="store_true", help="you move second")
+    play.add_argument("--game", default=None, help="the game (default: the run's)")
+    play.add_argument("--seed", type=int, default=0)
+    play.set_defaults(func=_play)
+
+    ratings = sub.add_parser(
+        "ratings", help="fit ratings (Bradley-Terry with draws and a first-move term) to a pool of games",
+        description="Fit Elo ratings with 95% intervals to every game in the pool files (written by "
+                    "`moozi match --pool FILE`); a run directory stands for its ratings/games.jsonl.")
+    ratings.add_argument("pools", nargs="+", metavar="POOL", help="pool files (JSON lines) or run directories")
+    ratings.add_argument("--anchor", default="random", help="the player fixed at rating 0 (default random)")
+    ratings.add_argument("--game", default=None, help="only the games of this game (needed when the pool mixes games)")
+    ratings.add_argument("--json", action="store_true", help="print the table as one JSON line")
+    ratings.set_defaults(func=_ratings)
+
+    watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
+                           description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "
+                                       "them as one GIF, each frame captioned with the step, the reward, the search "
+                                       "value v* and the action; prints one JSON line with the file and the returns.")
+    watch.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    watch.add_argument("--out", metavar="FILE.gif", help="where to write (default DIR/gifs/watch-UPDATES.gif)")
+    watch.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    watch.add_argument("--opponent", choices=["random", "perfect"], default="random",
+                       help="two-player games: the other seat (default random)")
+    watch.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
+    watch.add_argument("--fps", type=float, default=4.0, help="frames per second of the GIF (default 4)")
+    watch.add_argument("--max-frames", type=int, default=0, metavar="N",
+                       help="keep only the first N frames (a smaller file; default: every frame)")
+    watch.set_defaults(func=_watch)
+
+    tree = sub.add_parser("tree", help="draw the search tree at one position, checked against the real game",
+                          description="Search one position with the run's test planner and write the tree as SVG and "
+                                      "DOT (DIR/trees/): per node visits, Q, prior, the model's predicted reward and "
+                                      "value, and the real game's reward and legality, flagging nodes where the model "
+                                      "and the game disagree. Prints one JSON line.")
+    tree.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    where = tree.add_mutually_exclusive_group()
+    where.add_argument("--position", metavar="MOVES", help="environment actions from the start, e.g. '4 0 8' "
+                                                            "(default: the start)")
+    where.add_argument("--episode-step", type=int, metavar="N",
+                       help="the position after N moves of the test planner's own greedy game")
+    tree.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    tree.add_argument("--simulations", type=int, default=None,
+                      help="simulations of the search (default: the run's test_planner.num_simulations)")
+    tree.add_argument("--seed", type=int, default=0, help="seed of the game and the search (default 0)")
+    tree.add_argument("--threshold", type=float, default=0.25,
+                      help="flag a node when its predicted reward is further than this from the game's (default 0.25)")
+    tree.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/trees)")
+    tree.set_defaults(func=_tree)
+
+    embed = sub.add_parser("embed", help="map the model's hidden states over test games to 2-D (t-SNE)",
+                           description="Play test games, project every position's hidden state to 2-D with t-SNE and "
+                                       "write a PNG coloured by the search value (or the step) and a TensorBoard "
+                                       "projector file (DIR/embed/). Needs scikit-learn: pip install 'moozi[viz]'.")
+    embed.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    embed.add_argument("--episodes", type=int, default=8, help="test games to play (default 8)")
+    embed.add_argument("--colour", choices=["value", "step"], default="value", help="colour points by (default value)")
+    embed.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
+    embed.add_argument("--seed", type=int, default=0, help="seed of the games and the projection (default 0)")
+    embed.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/embed)")
+    embed.set_defaults(func=_embed)
+
+    report = sub.add_parser("report", help="write one static HTML page with a run's curves, pictures and config",
+                            description="Write one self-contained HTML page (no server, images embedded) for one run "
+                                        "or several (curves overlaid): learning curves against env steps and wall "
+                                        "clock, losses by term, throughput, ratios and lags where logged, the newest "
+                                        "GIFs and tree views, and each run's config and commands.")
+    report.add_argument("run_dirs", nargs="+", metavar="DIR", help="run directories written by `moozi train`")
+    report.add_argument("--out", metavar="FILE.html", help="where to write (default: the first DIR/report.html)")
+    report.set_defaults(func=_report)
+
+    presets = sub.add_parser("presets", help="list the preset names")
+    presets.set_defaults(func=_presets)
+    envs = sub.add_parser("envs", help="list the registered environment names")
+    envs.set_defaults(func=_envs)
+    return parser

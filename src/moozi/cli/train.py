@@ -1,0 +1,91 @@
+"""``moozi train``: a new run from a preset, or ``--resume`` of one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from moozi.cli.console import _check_interrupted, _log_console, _Progress
+
+
+def _with_backend(config, args: argparse.Namespace):
+    """Apply --backend / --address (also on --resume: where a run executes is not part of what it is)."""
+    import dataclasses
+
+    if args.address and (args.backend or config.distributed.backend) != "ray":
+        raise SystemExit("moozi train: --address needs --backend ray")
+    changes = {}
+    if args.backend:
+        changes["backend"] = args.backend
+    if args.address:
+        changes["address"] = args.address
+    if args.backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise SystemExit("moozi train: --backend ray needs Ray: pip install 'moozi[ray]'") from None
+    return dataclasses.replace(config, distributed=dataclasses.replace(config.distributed, **changes)) if changes else config
+
+
+def _train(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from moozi.config import apply_overrides, config_from_dict
+    from moozi.driver import Trainer, load_run_config
+    from moozi.presets import load_preset, preset_names
+
+    started = time.monotonic()
+    if args.minutes is not None and not args.minutes > 0:
+        print(f"moozi train: --minutes {args.minutes:g} is invalid: allowed a number > 0 (leave it out to train "
+              "until schedule.max_env_steps)", file=sys.stderr)
+        return 2
+    if args.resume:
+        if args.preset or args.overrides or args.seed is not None or args.run_dir:
+            print("moozi train: --resume DIR takes only --minutes, --backend and --address (the run's config is reused)", file=sys.stderr)
+            return 2
+        run_dir = Path(args.resume)
+        config = load_run_config(run_dir)
+        resume = True
+        config = _with_backend(config, args)
+    else:
+        if not args.preset:
+            print("moozi train: give --preset NAME (one of " + ", ".join(preset_names()) + ") or --resume DIR", file=sys.stderr)
+            return 2
+        data = load_preset(args.preset)
+        overrides = list(args.overrides)
+        if args.seed is not None:
+            overrides.append(f"schedule.seed={args.seed}")
+        config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
+        run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+        if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+            print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir} or another --run-dir", file=sys.stderr)
+            return 2
+        resume = False
+    progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes, started)
+    _log_console(progress.console)
+    trainer = None
+    with progress:
+        try:
+            trainer = Trainer(config, run_dir, resume=resume, progress=progress)
+            _record_command(run_dir, args.argv)
+            _check_interrupted()
+            progress.status = "compiling the acting and learning steps (the first epoch)"
+            counters = trainer.run(minutes=args.minutes, started=started)
+        finally:
+            if trainer is not None:
+                trainer.close()
+    summary = {"run_dir": str(run_dir), **counters, **trainer.last_test}
+    print(json.dumps(summary))
+    return 0
+
+
+def _record_command(run_dir, argv: list[str]) -> None:
+    """Append the command as typed to RUN/commands.txt (the report shows how a run was made and resumed)."""
+    import datetime
+    import shlex
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with open(run_dir / "commands.txt", "a") as f:
+        f.write(f"{stamp}  moozi {shlex.join(argv)}\n")
