@@ -8,15 +8,29 @@ import pytest
 from moozi.cli import main
 
 
-def test_demo_prints_moves_and_values(capsys):
-    assert main(["demo", "--simulations", "16"]) == 0
+def test_demo_search_prints_moves_and_values(capsys):
+    assert main(["demo", "--search", "--simulations", "16"]) == 0
     out = capsys.readouterr().out
     assert "root value" in out and "puct" in out and "gumbel" in out
 
 
 def test_demo_rejects_bad_simulations(capsys):
-    assert main(["demo", "--simulations", "0"]) == 2
+    assert main(["demo", "--search", "--simulations", "0"]) == 2
     assert "--simulations" in capsys.readouterr().err
+
+
+def test_demo_trains_evaluates_and_says_what_it_learned(tmp_path, capsys):
+    """`make demo`'s command, on a tiny budget (the default trains CartPole for two minutes)."""
+    from tests.test_train_smoke import TINY
+
+    run = tmp_path / "demo"
+    assert main(["demo", "--minutes", "1", "--episodes", "2", "--max-frames", "20", "--run-dir", str(run),
+                 *TINY]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "What it learned: the agent keeps the pole up for" in out and "over 2 episodes" in out
+    for name in ("report.html", "demo.gif", "config.yaml", "metrics.jsonl"):
+        assert (run / name).exists(), name
+    assert f"run directory: {run}" in out and str(run / "demo.gif") in out
 
 
 def test_unknown_command_is_a_usage_error():

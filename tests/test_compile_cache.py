@@ -31,7 +31,7 @@ def _demo(env: dict) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "MOOZI_COMPILE_CACHE")}
     # cache every program, however fast it compiled, so the check does not depend on this machine's speed
     base["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    return subprocess.run([sys.executable, "-m", "moozi.cli", "demo", "--simulations", "4"],
+    return subprocess.run([sys.executable, "-m", "moozi.cli", "demo", "--search", "--simulations", "4"],
                           env={**base, **env}, capture_output=True, text=True, timeout=300)
 
 

@@ -24,9 +24,17 @@ from moozi.cli.train import _train
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moozi", description="Command-line entry point: ``moozi <command>``.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="search a few tic-tac-toe positions and print the chosen moves")
-    demo.add_argument("--simulations", type=int, default=64, help="simulations per search (default 64)")
+    demo = sub.add_parser("demo", help="train CartPole for two minutes, evaluate it and say what it learned "
+                                       "(--search: search tic-tac-toe positions with the exact model instead)")
+    demo.add_argument("--minutes", type=float, default=2.0, help="training time, compiling included (default 2)")
+    demo.add_argument("--episodes", type=int, default=20, help="test episodes of the trained agent (default 20)")
+    demo.add_argument("--run-dir", default=None, help="where the run goes (default: runs/demo, or runs/demo-N)")
+    demo.add_argument("--max-frames", type=int, default=200, help="frames of the GIF at most (default 200)")
+    demo.add_argument("--search", action="store_true",
+                      help="instead: search three tic-tac-toe positions with the exact model (no training)")
+    demo.add_argument("--simulations", type=int, default=64, help="--search: simulations per search (default 64)")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("overrides", nargs="*", help="config overrides for the training, section.key=value")
     demo.set_defaults(func=_demo)
 
     train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
