@@ -33,8 +33,7 @@ def _train_demo(args: argparse.Namespace) -> int:
     one game drawn as a GIF and the run's report written; one summary of it all."""
     from rich.console import Console
 
-    from moozi.cli.parser import build_parser
-    from moozi.cli.train import _train
+    from moozi.cli.train import _train, add_train_arguments
     from moozi.eval.evaluate import evaluate
     from moozi.observe.gif import watch_run
     from moozi.observe.report import write_report
@@ -49,7 +48,9 @@ def _train_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     argv = ["train", "--preset", DEMO_PRESET, "--minutes", str(args.minutes), "--run-dir", str(run_dir),
             "--seed", str(args.seed), *args.overrides]
-    train_args = build_parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="moozi train")
+    add_train_arguments(parser)
+    train_args = parser.parse_args(argv[1:])
     train_args.argv = argv
     with contextlib.redirect_stdout(io.StringIO()) as summary:  # the JSON line is for scripts; the demo says it
         code = _train(train_args)

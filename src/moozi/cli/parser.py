@@ -18,7 +18,7 @@ from moozi.cli.commands import (
     _watch,
 )
 from moozi.cli.demo import _demo
-from moozi.cli.train import _train
+from moozi.cli.train import _train, add_train_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,16 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
-    train.add_argument("--preset", help="preset name (see `moozi presets`) or path to a preset YAML file")
-    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
-    train.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
-    train.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
-    train.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
-    train.add_argument("--backend", choices=["local", "ray"], default=None,
-                       help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
-    train.add_argument("--address", default=None, metavar="HOST:PORT",
-                       help="with --backend ray: an existing Ray cluster (default: start a private one)")
-    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
+    add_train_arguments(train)
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line",

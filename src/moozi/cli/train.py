@@ -9,6 +9,20 @@ import sys
 from moozi.cli.console import _check_interrupted, _log_console, _Progress
 
 
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """``moozi train``'s arguments (also what ``moozi demo`` parses its training with)."""
+    parser.add_argument("--preset", help="preset name (see `moozi presets`) or path to a preset YAML file")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
+    parser.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
+    parser.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
+    parser.add_argument("--backend", choices=["local", "ray"], default=None,
+                        help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
+    parser.add_argument("--address", default=None, metavar="HOST:PORT",
+                        help="with --backend ray: an existing Ray cluster (default: start a private one)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
+
+
 def _with_backend(config, args: argparse.Namespace):
     """Apply --backend / --address (also on --resume: where a run executes is not part of what it is)."""
     import dataclasses
