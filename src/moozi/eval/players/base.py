@@ -1,0 +1,110 @@
+"""What every player is: :class:`PlayerSpec`, the :class:`Player` interface, a move clock and shared helpers."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PlayerSpec:
+    """What a player is: ``kind`` and its settings (``settings`` sorted ``(key, value)`` pairs).
+
+    ``source``: a run directory and checkpoint for trained players (``None`` otherwise);
+    ``updates``: the checkpoint's update count.
+    """
+
+    kind: str
+    settings: tuple = ()
+    source: str | None = None
+    updates: int | None = None
+
+    @property
+    def id(self) -> str:
+        """A stable name: kind, source and every non-default setting (e.g. ``mcts:runs/ttt@1200,sims=64``)."""
+        head = self.kind if self.source is None else f"{self.kind}:{self.source}"
+        if self.updates is not None:
+            head += f"@{self.updates}"
+        return ",".join([head] + [f"{k}={v}" for k, v in self.settings])
+
+    def describe(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "source": self.source, "updates": self.updates,
+                "settings": dict(self.settings)}
+
+
+class Player(Protocol):
+    spec: PlayerSpec
+
+    def reset(self, ts) -> None:
+        """New games in every row: ``ts`` is the pool's ``[B]`` first steps."""
+
+    def act(self, ts, movers: np.ndarray) -> np.ndarray:
+        """``[B]`` int32 environment actions; rows where ``movers`` is False are ignored."""
+
+    def observe(self, ts, actions: np.ndarray) -> None:
+        """The pool stepped with ``actions [B]`` (both players' moves) and now shows ``ts``."""
+
+    def close(self) -> None:
+        """Release what the player holds."""
+
+
+def _random_legal(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
+    """``[B]`` uniformly random legal actions (0 where nothing is legal)."""
+    u = rng.random(legal.shape)
+    return np.where(legal.any(-1), np.argmax(np.where(legal, u, -1.0), axis=-1), 0).astype(np.int32)
+
+
+def _padded_rows(movers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, idx)``: the games to move, and their indices padded to a power of two (repeating the first)
+    so a batched search sees a handful of shapes."""
+    rows = np.flatnonzero(movers)
+    size = 1 << math.ceil(math.log2(max(rows.size, 1)))
+    return rows, np.concatenate([rows, np.full(size - rows.size, rows[0] if rows.size else 0)]).astype(np.int32)
+
+
+def _compile_timed(player, cache: dict, key, fn, args):
+    """``fn`` compiled ahead for ``args`` (cached under ``key``), its compile time added to
+    ``player.compile_s``: ms per move is playing time."""
+    if key not in cache:
+        t = time.perf_counter()
+        cache[key] = fn.lower(*args).compile()
+        player.compile_s += time.perf_counter() - t
+    return cache[key]
+
+
+def _analysis(policy, value, prior, net_value, legal, row: int, simulations: int) -> dict:
+    """A search's view of game ``row`` (``[B, A_env]`` / ``[B]`` arrays): its value, the network's, and per
+    legal move the search policy and the prior, most visited first (``moozi play`` hints, ``moozi-analyze``)."""
+    moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
+             for a in np.flatnonzero(legal[row])]
+    moves.sort(key=lambda m: -m["policy"])
+    return {"value": float(value[row]), "network_value": float(net_value[row]), "simulations": simulations,
+            "moves": moves}
+
+
+@dataclass
+class MoveClock:
+    """Time spent in a player's ``act`` (and compiling in it) and the moves it made (ms per move)."""
+
+    seconds: float = 0.0
+    moves: int = 0
+    calls: int = 0
+    compile_s: float = 0.0
+    started: float = field(default=0.0, repr=False)
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds += time.perf_counter() - self.started
+        self.calls += 1
+
+    @property
+    def ms_per_move(self) -> float:
+        """Playing time per move (compiling a new batch shape is not playing)."""
+        return 1000.0 * max(self.seconds - self.compile_s, 0.0) / max(self.moves, 1)

@@ -1,0 +1,112 @@
+"""Player strings: ``parse_player`` and ``make_player`` (the forms are listed in the package doc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from moozi.config import ConfigError
+from moozi.eval.players.external import GTPPlayer, HumanPlayer
+from moozi.eval.players.learned import RunPlayer, TrueModelPlayer
+from moozi.eval.players.openspiel import AlphaBetaPlayer, OpenSpielMCTSPlayer
+from moozi.eval.players.simple import EpsilonPlayer, PerfectPlayer, RandomPlayer
+
+BUILTIN = ("random", "perfect", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
+           "az:RUN[@CKPT]", "gtp:COMMAND")
+
+
+def parse_player(text: str) -> tuple[str, dict]:
+    """``"head,key=value,..."`` -> ``(head, options)``; options are numbers where they parse as numbers."""
+    head, *rest = [t.strip() for t in str(text).split(",")]
+    options = {}
+    for item in rest:
+        if "=" not in item:
+            raise ConfigError(f"player {text!r}: option {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        try:
+            options[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else float(v)
+        except ValueError:
+            options[k.strip()] = v.strip()
+    if not head:
+        raise ConfigError(f"player {text!r} is empty: allowed {', '.join(BUILTIN)}")
+    return head, options
+
+
+def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = None):
+    """A player from its string (see the module doc) for ``game``; unknown kinds or options fail by name."""
+    head, options = parse_player(text)
+    eps = options.pop("eps", 0.0)
+
+    def unused(allowed=()):
+        extra = sorted(set(options) - set(allowed))
+        if extra:
+            raise ConfigError(f"player {text!r}: unknown option(s) {extra}; allowed: eps"
+                              + "".join(f", {a}" for a in allowed))
+
+    if head == "random":
+        unused()
+        player = RandomPlayer(seed)
+    elif head == "perfect":
+        unused()
+        player = PerfectPlayer(game, seed)
+    elif head == "human":
+        unused()
+        player = HumanPlayer(game, game_kwargs)
+    elif head == "ab" or head.startswith("ab-"):
+        unused()
+        depth = head[len("ab-"):] if head != "ab" else None
+        if depth is not None and not depth.isdigit():
+            raise ConfigError(f"player {text!r}: ab-D needs a search depth in plies, e.g. ab-6 (or ab: the whole game)")
+        player = AlphaBetaPlayer(game, None if depth is None else int(depth), seed, kwargs=game_kwargs)
+    elif head.startswith("os-mcts-"):
+        unused(("rollouts", "uct", "solve"))
+        n = head[len("os-mcts-"):]
+        if not n.isdigit():
+            raise ConfigError(f"player {text!r}: os-mcts-N needs a number of simulations, e.g. os-mcts-100")
+        player = OpenSpielMCTSPlayer(game, int(n), seed, rollouts=int(options.get("rollouts", 1)),
+                                     uct_c=float(options.get("uct", 2.0)), solve=bool(options.get("solve", 1)),
+                                     kwargs=game_kwargs)
+    elif head.startswith("mcts-"):
+        unused(("rollouts",))
+        n = head[len("mcts-"):]
+        if not n.isdigit():
+            raise ConfigError(f"player {text!r}: mcts-N needs a number of simulations, e.g. mcts-100")
+        player = TrueModelPlayer(game, int(n), rollouts=int(options.get("rollouts", 1)), seed=seed,
+                                 game_kwargs=game_kwargs)
+    elif head.startswith("gtp:"):
+        unused()
+        player = GTPPlayer(game, head[len("gtp:"):], seed, game_kwargs)
+    elif head.startswith("az:"):
+        unused(("sims",))
+        run, _, checkpoint = head[len("az:"):].partition("@")
+        if not (Path(run) / "config.yaml").is_file():
+            raise ConfigError(f"player {text!r}: {run!r} is not a run directory (no config.yaml)")
+        from moozi.run_dir import load_run_config
+
+        sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
+        player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
+    else:
+        mode = "search"
+        if head.startswith("prior:"):
+            mode, head = "prior", head[len("prior:"):]
+        run, _, checkpoint = head.partition("@")
+        if not (Path(run) / "config.yaml").is_file():
+            raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
+                              "run directory (no config.yaml)")
+        from moozi.run_dir import load_run_config
+
+        if mode == "search" and load_run_config(run).model.dynamics == "simulator":
+            # A run trained in AlphaZero mode searches the way it was trained: the real simulator.
+            unused(("sims",))
+            sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
+            player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
+            if eps:
+                player = EpsilonPlayer(player, float(eps), seed + 7919)
+            return player
+        unused(("sims", "temp", "ms") if mode == "search" else ("temp",))
+        player = RunPlayer(run, checkpoint or "latest", mode, options.get("sims"), float(options.get("temp", 0.0)),
+                           seed, budget_ms=options.get("ms"))
+        if player.config.env.name != game:
+            raise ConfigError(f"player {text!r} was trained on {player.config.env.name}, not {game}")
+    if eps:
+        player = EpsilonPlayer(player, float(eps), seed + 7919)
+    return player
