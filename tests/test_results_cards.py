@@ -41,3 +41,14 @@ def test_every_relative_link_in_the_readme_and_the_guides_resolves():
             if path and not (md.parent / path).exists():
                 broken.append(f"{md.relative_to(ROOT)}: {target}")
     assert broken == []
+
+
+def test_the_readme_is_a_front_page():
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 200 and len(text.encode()) <= 16_000
+    assert max(len(line) for line in lines) <= 400
+    results = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith(("| what", "| ---"))]
+    assert 0 < len(rows) <= 12
+    assert all("](docs/results/" in row for row in rows)  # each row links its card
