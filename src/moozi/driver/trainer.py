@@ -58,6 +58,7 @@ from moozi.checkpoint import CheckpointError, load_checkpoint
 from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.backend import LocalBackend, Resources, WorkerDied
 from moozi.driver.backends import make_backend
+from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.learner import training_symmetries
 from moozi.model.transform import max_representable
@@ -65,7 +66,7 @@ from moozi.observe.health import Health, assess
 from moozi.observe.machine import machine_info, machine_line
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
-from moozi.run_dir import BEST_DIR, find_checkpoint
+from moozi.run_dir import find_checkpoint
 from moozi.update import budget_lr_scale
 from moozi.workers import agent_return
 
@@ -145,8 +146,6 @@ class Trainer:
         if config.gating.every_checkpoints and not self.spec.two_player:
             raise ConfigError(f"gating.every_checkpoints > 0 needs a two-player game; {self.spec.name} is "
                               "single-player (its best is chosen by test returns). Set gating.every_checkpoints = 0")
-        self._tournament_s = 0.0
-        self._gating_s = 0.0
         self._stats_request = None  # async: the learner's replay statistics, asked for at the last row
         self.run_dir.mkdir(parents=True, exist_ok=True)
         setup_logging(self.run_dir)
@@ -188,6 +187,8 @@ class Trainer:
             self.version = self._learner_version()
             # A resume continues the curves from the checkpoint's counters (rows written after it move aside).
             self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
+            self.hooks = CheckpointHooks(self.run_dir, config, self._config_dict, self.metrics,
+                                         lambda published, meta: self._learner("save_best", published, meta))
             if resume:
                 for r in read_metrics(self.run_dir):
                     self._remember(r)
@@ -854,8 +855,7 @@ class Trainer:
                 r.clear()
             if now - self._last_ckpt >= 60.0 * out.checkpoint_every_minutes:
                 self.save()
-                self._maybe_gate()
-                self._maybe_tournament()
+                self.hooks.after_checkpoint(self.counters)
                 self._last_ckpt = time.monotonic()
 
         try:
@@ -880,99 +880,6 @@ class Trainer:
         if self.counters["updates"] == 0:
             log.warning("the run ended without a single update: %s", self._why_no_update())
         return dict(self.counters)
-
-    def _maybe_tournament(self) -> None:
-        """After every ``tournament.every_checkpoints`` checkpoints: the newest against anchors and earlier ones
-        (``moozi.eval.tournament``); skipped while tournaments have taken more than ``max_share`` of the run."""
-        t = self.config.tournament
-        if not t.every_checkpoints or self.counters["checkpoints"] % t.every_checkpoints:
-            return
-        if self._tournament_s > t.max_share * max(self.counters["wall_s"], 1.0):
-            log.info("tournament skipped: tournaments took %.0f s, over %.0f%% of the run", self._tournament_s,
-                     100 * t.max_share)
-            return
-        from moozi.checkpoint import list_checkpoints
-        from moozi.eval.tournament import run_tournament
-
-        steps = sorted(c.step for c in list_checkpoints(self.run_dir / "checkpoints"))
-        if not steps:
-            return
-        earlier = steps[:-1][-t.previous:] if t.previous else []
-        t0 = time.monotonic()
-        try:
-            result = run_tournament(self.run_dir, steps[-1], earlier, t, seed=self.config.schedule.seed + steps[-1])
-        except Exception as err:  # a failed tournament never ends a training run
-            log.warning("tournament at update %d failed: %s", steps[-1], err)
-            result = {}
-        self._tournament_s += time.monotonic() - t0
-        if result:
-            result["tournament/share"] = self._tournament_s / max(self.counters["wall_s"], 1.0)
-            self.metrics.write(result, step=self.counters["env_steps"])
-            log.info("tournament at update %d: rating %.0f [%.0f, %.0f]", steps[-1], result["rating/latest"],
-                     result["rating/latest_low"], result["rating/latest_high"])
-
-    def _maybe_gate(self) -> None:
-        """After every ``gating.every_checkpoints`` checkpoints: the newest against ``best`` until the gate
-        decides (``moozi.eval.tournament.gate_checkpoint``); an accepted one becomes ``best``. The first
-        checkpoint of a run starts ``best``. Skipped while gating has taken more than ``max_share`` of the run."""
-        g = self.config.gating
-        if not g.every_checkpoints or self.counters["checkpoints"] % g.every_checkpoints:
-            return
-        from moozi.checkpoint import list_checkpoints
-        from moozi.eval.tournament import gate_checkpoint
-
-        steps = sorted(c.step for c in list_checkpoints(self.run_dir / "checkpoints"))
-        if not steps:
-            return
-        newest = steps[-1]
-        kept = list_checkpoints(self.run_dir / "checkpoints" / BEST_DIR)
-        if not kept:
-            self._keep_gated(newest, {"decision": "first"})
-            return
-        best_updates = kept[-1].step
-        if best_updates >= newest:
-            return
-        if self._gating_s > g.max_share * max(self.counters["wall_s"], 1.0):
-            log.info("gating skipped: it took %.0f s, over %.0f%% of the run", self._gating_s, 100 * g.max_share)
-            return
-        t0 = time.monotonic()
-        try:
-            m = gate_checkpoint(self.run_dir, newest, best_updates, g, seed=self.config.schedule.seed + newest)
-        except Exception as err:  # a failed gate never ends a training run; best stays
-            log.warning("gating update %d against best (update %d) failed: %s", newest, best_updates, err)
-            return
-        finally:
-            self._gating_s += time.monotonic() - t0
-        gate = m["gate"]
-        accepted = gate["decision"] == "accept"
-        row = {"gate/accepted": float(accepted), "gate/score": m["score"]["value"],
-               "gate/pairs": float(gate["pairs_used"]), "gate/seconds": time.monotonic() - t0,
-               "gate/share": self._gating_s / max(self.counters["wall_s"], 1.0),
-               "gate/best_updates": float(newest if accepted else best_updates)}
-        if "llr" in gate:
-            row["gate/llr"] = gate["llr"]
-        self.metrics.write(row, step=self.counters["env_steps"])
-        log.info("gate: update %d against best (update %d): %s after %d pairs, score %.3f", newest, best_updates,
-                 gate["decision"], gate["pairs_used"], m["score"]["value"])
-        if accepted:
-            self._keep_gated(newest, {**gate, "score": m["score"]["value"], "against": best_updates,
-                                      "records": m["records"]})
-
-    def _keep_gated(self, updates: int, gate: dict) -> None:
-        """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's result."""
-        from moozi.run_dir import load_params
-
-        try:
-            env, model = build_parts(self.config)
-            env.close()
-            params, meta = load_params(self.run_dir, model, checkpoint=str(updates))
-            self._learner("save_best", {"params": params, "version": int(meta.get("version", 0))},
-                          {"counters": meta["counters"], "gate": gate, "config": self._config_dict})
-        except (CheckpointError, OSError) as e:
-            log.warning("the gated params (update %d) were not kept as best: %s", updates, e)
-            return
-        log.info("best params: update %d (%s)", updates, gate["decision"] if gate["decision"] == "first"
-                 else f"gated in, score {gate['score']:.3f} against update {gate['against']}")
 
     def _out_of_time(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
