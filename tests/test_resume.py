@@ -67,7 +67,7 @@ def test_resume_with_budget_decay_and_average_continues_exactly(tmp_path):
 
     def stop_half_way(counters, row, test):
         if counters["env_steps"] >= 64:
-            first._stop_requested = True
+            first.request_stop()
 
     first = Trainer(_config(128, *extra), tmp_path / "b", progress=stop_half_way)
     first.run()

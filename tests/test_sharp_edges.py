@@ -115,7 +115,7 @@ def test_deadline_is_checked_between_acting_and_learning(tmp_path):
 
     def act_until_the_deadline(*args):  # the time limit passes while the first segment is played
         out = act(*args)
-        trainer._deadline = time.monotonic()
+        trainer.budget.deadline = time.monotonic()
         return out
 
     host.run = act_until_the_deadline

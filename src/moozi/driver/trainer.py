@@ -58,6 +58,7 @@ from moozi.checkpoint import CheckpointError, load_checkpoint
 from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.backend import LocalBackend, Resources, WorkerDied
 from moozi.driver.backends import make_backend
+from moozi.driver.budget import Budget
 from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.learner import training_symmetries
@@ -67,7 +68,6 @@ from moozi.observe.machine import machine_info, machine_line
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
 from moozi.run_dir import find_checkpoint
-from moozi.update import budget_lr_scale
 from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
@@ -174,9 +174,8 @@ class Trainer:
             self.counters: dict[str, Any] = {k: 0 for k in COUNTERS}
             self.counters["wall_s"] = 0.0
             self.last_test: dict[str, float] = {}
-            self._deadline = None
+            self.budget = Budget(config.schedule, config.learner)
             self._warned_support = False
-            self._budget = (None, 0.0)  # (seconds the run may have in all, by the end of this invocation; start)
             self._best_score = -math.inf
             self._health_warned_at = -math.inf
             self.health = Health(ok=True)
@@ -563,18 +562,15 @@ class Trainer:
             return -math.inf
 
     def _lr_scale(self) -> float:
-        """The learning-rate multiplier of the decay over the run's budget (1 unless ``lr_decay_over = budget``)."""
-        return budget_lr_scale(self.config.learner, self.budget_progress())
+        return self.budget.lr_scale(self.counters["env_steps"])
 
     def budget_progress(self) -> float:
-        """Share of the run's budget used: the larger of env steps / ``max_env_steps`` and run time /
-        (run time before this invocation + its ``--minutes``); 0 without a budget."""
-        s = self.config.schedule
-        done = 0.0 if s.max_env_steps is None else self.counters["env_steps"] / s.max_env_steps
-        total_s, start = self._budget
-        if total_s:
-            done = max(done, (self._wall0 + time.monotonic() - start) / total_s)
-        return min(done, 1.0)
+        """Share of the run's budget used (:meth:`moozi.driver.budget.Budget.progress`)."""
+        return self.budget.progress(self.counters["env_steps"])
+
+    def request_stop(self) -> None:
+        """Finish the current epoch, checkpoint and return from :meth:`run` (what Ctrl-C and SIGTERM do)."""
+        self.budget.request_stop()
 
     def _publish(self) -> None:
         # The params stay in the object store until a worker needs them: the driver never fetches them,
@@ -812,30 +808,24 @@ class Trainer:
         s, out = self.config.schedule, self.config.output
         start = time.monotonic()
         wall0 = self.counters["wall_s"]
-        self._wall0 = wall0
         self._last_ckpt = start
         self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
                         "epochs": self.counters["epochs"], "busy": {}, "fed": self._fed()}
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
-        deadline = None if minutes is None else (start if started is None else started) + 60.0 * minutes
-        self._deadline = deadline
-        self._started = start
-        self._wall0 = wall0
-        self._budget = (None if deadline is None else wall0 + deadline - start, start)
-        if self.config.learner.lr_decay_over == "budget" and deadline is None and s.max_env_steps is None:
+        self.budget.start(minutes, start if started is None else started, start, wall0)
+        if self.config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
             log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
                         "schedule.max_env_steps): the learning rate stays at its peak")
         self._warned_no_update = False
         log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
                  minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
         self._record_machine()
-        self._stop_requested = False
-        restore_handlers = self._install_stop_handlers()
+        restore_handlers = self.budget.install_stop_handlers()
         row: dict = {}
 
         def should_stop() -> bool:
-            if self._stop_requested:
+            if self.budget.stop_requested:
                 log.info("stop requested: finishing with a checkpoint")
                 return True
             if self._out_of_time():
@@ -882,7 +872,7 @@ class Trainer:
         return dict(self.counters)
 
     def _out_of_time(self) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline
+        return self.budget.out_of_time()
 
     def _why_no_update(self) -> str:
         """Why training has not started yet, in one line, with what to change."""
@@ -1017,30 +1007,3 @@ class Trainer:
         log.info("on %s", machine_line(info))
         with open(self.run_dir / "machines.jsonl", "a") as f:
             f.write(json.dumps(info) + "\n")
-
-    def _install_stop_handlers(self) -> Callable[[], None]:
-        """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts.
-
-        Stopping only between epochs means no update is cut in half (its input
-        state is donated), so the final checkpoint is always consistent.
-        """
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def request_stop(signum, frame):
-            if self._stop_requested and signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            self._stop_requested = True
-
-        for sig in previous:
-            signal.signal(sig, request_stop)
-
-        def restore():
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore

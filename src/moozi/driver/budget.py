@@ -1,0 +1,76 @@
+"""A run's budget and its stop signals: the wall clock of this invocation (``--minutes``, on top of the run's
+earlier time), the env-step budget, the learning-rate decay over them, and stop requests (Ctrl-C, SIGTERM, or a
+caller's :meth:`Budget.request_stop`), which end the run between epochs with a checkpoint."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from moozi.update import budget_lr_scale
+
+
+class Budget:
+    """The budget of one ``Trainer.run`` (see the module doc).
+
+    schedule, learner: the run's ``ScheduleConfig`` (``max_env_steps``) and ``LearnerConfig`` (the decay).
+    """
+
+    def __init__(self, schedule, learner):
+        self.schedule, self.learner = schedule, learner
+        self.deadline: float | None = None  # time.monotonic() at which this invocation stops
+        self.stop_requested = False
+        self._total = (None, 0.0, 0.0)  # (seconds the run may have in all; when this invocation began; its wall0)
+
+    def start(self, minutes: float | None, started: float, now: float, wall0: float) -> None:
+        """This invocation runs ``minutes`` from ``started`` (its clock began at ``now``; the run had ``wall0`` s)."""
+        self.deadline = None if minutes is None else started + 60.0 * minutes
+        self._total = (None if self.deadline is None else wall0 + self.deadline - now, now, wall0)
+        self.stop_requested = False
+
+    def progress(self, env_steps: int) -> float:
+        """Share of the run's budget used: the larger of env steps / ``max_env_steps`` and run time /
+        (run time before this invocation + its ``--minutes``); 0 without a budget."""
+        done = 0.0 if self.schedule.max_env_steps is None else env_steps / self.schedule.max_env_steps
+        total_s, start, wall0 = self._total
+        if total_s:
+            done = max(done, (wall0 + time.monotonic() - start) / total_s)
+        return min(done, 1.0)
+
+    def lr_scale(self, env_steps: int) -> float:
+        """The learning-rate multiplier of the decay over the budget (1 unless ``lr_decay_over = budget``)."""
+        return budget_lr_scale(self.learner, self.progress(env_steps))
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def request_stop(self) -> None:
+        """Finish the current epoch, checkpoint and return (what Ctrl-C and SIGTERM do)."""
+        self.stop_requested = True
+
+    def install_stop_handlers(self) -> Callable[[], None]:
+        """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts. Returns the undo.
+
+        Stopping only between epochs means no update is cut in half (its input
+        state is donated), so the final checkpoint is always consistent.
+        """
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def on_signal(signum, frame):
+            if self.stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+
+        for sig in previous:
+            signal.signal(sig, on_signal)
+
+        def restore():
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
