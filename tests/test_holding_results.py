@@ -58,7 +58,7 @@ def test_resume_remembers_the_best_score(run):
     _, meta = load_checkpoint(find_checkpoint(run, "best"), parts=[])
     trainer = Trainer(load_run_config(run), run, resume=True)
     try:
-        assert trainer._best_score == pytest.approx(meta["score"])
+        assert trainer.keeper.best_score == pytest.approx(meta["score"])
         assert trainer.budget_progress() == 1.0  # 192 of schedule.max_env_steps = 192 env steps
     finally:
         trainer.close()

@@ -54,20 +54,19 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from moozi.checkpoint import CheckpointError, load_checkpoint
 from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.backend import LocalBackend, Resources, WorkerDied
 from moozi.driver.backends import make_backend
 from moozi.driver.budget import Budget
 from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
+from moozi.driver.testing import TestKeeper
 from moozi.learner import training_symmetries
 from moozi.model.transform import max_representable
 from moozi.observe.health import Health, assess
 from moozi.observe.machine import machine_info, machine_line
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
-from moozi.run_dir import find_checkpoint
 from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
@@ -176,7 +175,6 @@ class Trainer:
             self.last_test: dict[str, float] = {}
             self.budget = Budget(config.schedule, config.learner)
             self._warned_support = False
-            self._best_score = -math.inf
             self._health_warned_at = -math.inf
             self.health = Health(ok=True)
             self._history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
@@ -186,12 +184,15 @@ class Trainer:
             self.version = self._learner_version()
             # A resume continues the curves from the checkpoint's counters (rows written after it move aside).
             self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
+            self.keeper = TestKeeper(self.run_dir, config, self._config_dict, self.spec, self.metrics,
+                                     lambda published, meta: self._learner("save_best", published, meta),
+                                     self._history["tests"])
             self.hooks = CheckpointHooks(self.run_dir, config, self._config_dict, self.metrics,
                                          lambda published, meta: self._learner("save_best", published, meta))
             if resume:
                 for r in read_metrics(self.run_dir):
                     self._remember(r)
-                self._best_score = self._saved_best_score()
+                self.keeper.resume()
         except BaseException:
             self.close()
             raise
@@ -497,69 +498,12 @@ class Trainer:
             generation = self._learner_generation
             try:
                 result = self.backend.get(self.backend.call(slot.handle, "test", self.published, n,
-                                                            self._record_due()))
-                self.last_test = self._after_test(result, self.published)
+                                                            self.keeper.record_due()))
+                self.last_test = self.keeper.after_test(result, self.published, self.counters)
                 return dict(self.last_test)
             except WorkerDied as e:
                 self._worker_failed(slot, e, generation)
         return {}
-
-    def _record_due(self) -> bool:
-        """Whether the next test draws an episode: tests 1, 1 + m, 1 + 2m, ... of the run (m = record_every)."""
-        m = self.config.testing.record_every
-        return m > 0 and len(self._history["tests"]) % m == 0
-
-    def _after_test(self, result: dict, published) -> dict:
-        """Draw a recorded episode, consider the params for ``best``; the test's metrics."""
-        result = dict(result)
-        episode = result.pop("_episode", None)
-        if episode is not None:
-            result["test/draw_s"] = self._draw_test_episode(episode)
-        self._consider_best(result, published)
-        return result
-
-    def _draw_test_episode(self, episode: dict) -> float:
-        """Write the GIF and the TensorBoard image of a recorded test game; the seconds it took."""
-        from moozi.observe.gif import episode_frames, tensorboard_strip, write_gif
-
-        step = int(self.counters["updates"])
-        t = time.perf_counter()
-        try:
-            frames = episode_frames(self.spec, episode["trajectory"], episode["agent_seat"])
-            path = write_gif(self.run_dir / "gifs" / f"test-{step:09d}.gif", frames)
-            self.metrics.write_image("test/episode", tensorboard_strip(frames), self.counters["env_steps"])
-        except (OSError, ValueError) as e:  # a picture is not worth a run
-            log.warning("the test episode at update %d was not drawn: %s", step, e)
-            return 0.0
-        log.debug("test episode drawn: %s", path)
-        return time.perf_counter() - t
-
-    def _consider_best(self, result: dict, published) -> None:
-        """Keep the tested params as ``checkpoints/best`` when the mean of the last ``best_window`` tests
-        (this one included) is at least the best so far (ties: the newer params)."""
-        t = self.config.testing
-        if not t.keep_best or "test/return_mean" not in result or self.config.gating.every_checkpoints:
-            return  # with gating on, the gate chooses best
-        recent = (self._history["tests"] + [float(result["test/return_mean"])])[-t.best_window:]
-        score = float(np.mean(recent))
-        if len(recent) < t.best_window or score < self._best_score:
-            return
-        meta = {"counters": dict(self.counters), "score": score, "tests": recent, "best_window": t.best_window,
-                "config": self._config_dict}
-        try:
-            path = self._learner("save_best", published, meta)
-        except (CheckpointError, OSError) as e:
-            log.warning("the best params (score %.4g) were not kept: %s", score, e)
-            return
-        if score > self._best_score:
-            log.info("best params so far (mean of the last %d tests %.4g): %s", t.best_window, score, path)
-        self._best_score = score
-
-    def _saved_best_score(self) -> float:
-        try:
-            return float(load_checkpoint(find_checkpoint(self.run_dir, "best"), parts=[])[1]["score"])
-        except (CheckpointError, KeyError, TypeError, ValueError):
-            return -math.inf
 
     def _lr_scale(self) -> float:
         return self.budget.lr_scale(self.counters["env_steps"])
@@ -737,7 +681,7 @@ class Trainer:
                         and not any(k == "test" for k, *_ in inflight.values())):
                     test_due_epoch = self.counters["epochs"]
                     track(self.backend.call(self.slots["tester"].handle, "test", self.published,
-                                            self.config.testing.episodes, self._record_due()),
+                                            self.config.testing.episodes, self.keeper.record_due()),
                           "test", (self.slots["tester"], 0))
                     tested_with = self.published
             if not inflight:
@@ -787,7 +731,7 @@ class Trainer:
                     self._reanalyze_store(result, row)
                     idle.add(sl.name)
                 elif kind == "test":
-                    self.last_test = self._after_test(result, tested_with)
+                    self.last_test = self.keeper.after_test(result, tested_with, self.counters)
                     row.update({k: [v] for k, v in self.last_test.items()})
                 on_row(row)
 
