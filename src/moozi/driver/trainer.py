@@ -62,20 +62,16 @@ from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
 from moozi.driver.testing import TestKeeper
 from moozi.learner import training_symmetries
-from moozi.model.transform import max_representable
-from moozi.observe.health import Health, assess
-from moozi.observe.machine import machine_info, machine_line
+from moozi.observe.health import HealthWatch
+from moozi.observe.machine import machine_line, record_machine
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
 from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
-# The share of value or reward targets beyond the support that earns a console warning (the metric is always logged).
-_SUPPORT_WARN_SHARE = 0.01
 
 LEARNER = "learner"  # the learner's component name (a worker's failed call names who died)
 NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
-HEALTH_REPEAT_S = 600.0  # a health verdict that flaps is warned about at most this often
 
 COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
             "reanalyzed_positions", "restarts")
@@ -174,10 +170,7 @@ class Trainer:
             self.counters["wall_s"] = 0.0
             self.last_test: dict[str, float] = {}
             self.budget = Budget(config.schedule, config.learner)
-            self._warned_support = False
-            self._health_warned_at = -math.inf
-            self.health = Health(ok=True)
-            self._history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
+            self.watch = HealthWatch(config.model, self.spec, config.testing.health_tests)
             if resume:
                 self._restore()
             self.published = self.backend.call(self.learner_handle, "params")
@@ -186,12 +179,12 @@ class Trainer:
             self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
             self.keeper = TestKeeper(self.run_dir, config, self._config_dict, self.spec, self.metrics,
                                      lambda published, meta: self._learner("save_best", published, meta),
-                                     self._history["tests"])
+                                     self.watch.history["tests"])
             self.hooks = CheckpointHooks(self.run_dir, config, self._config_dict, self.metrics,
                                          lambda published, meta: self._learner("save_best", published, meta))
             if resume:
                 for r in read_metrics(self.run_dir):
-                    self._remember(r)
+                    self.watch.remember(r)
                 self.keeper.resume()
         except BaseException:
             self.close()
@@ -764,7 +757,7 @@ class Trainer:
         self._warned_no_update = False
         log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
                  minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
-        self._record_machine()
+        log.info("on %s", machine_line(record_machine(self.run_dir)))
         restore_handlers = self.budget.install_stop_handlers()
         row: dict = {}
 
@@ -879,8 +872,7 @@ class Trainer:
         out.update({"env_steps": self.counters["env_steps"], "updates": self.counters["updates"],
                     "epochs": self.counters["epochs"], "episodes": self.counters["episodes"],
                     "wall_s": self.counters["wall_s"], "params_version": self.version})
-        self._check_support(out)
-        out.update(self._check_health(out))
+        out.update(self.watch.check(out))
         self.metrics.write(out, step=self.counters["env_steps"])
         self._report["since"] = (now, self.counters["env_steps"], self.counters["updates"])
         self._report["fed"] = fed
@@ -903,51 +895,3 @@ class Trainer:
             out = self.backend.get(fut)
         self._stats_request = self.backend.call(self.learner_handle, "stats")
         return out
-
-    def _remember(self, row: dict) -> None:
-        for key, name in (("test/return_mean", "tests"), ("acting/policy_entropy", "entropy"),
-                          ("train/episode_length", "length")):
-            if key in row:
-                self._history[name].append(float(row[key]))
-
-    def _check_support(self, row: dict) -> None:
-        """Warn once when value or reward targets fall outside the model's support (they are clipped)."""
-        outside = {k: row.get(f"targets/{k}_outside_support", 0.0) for k in ("value", "reward")}
-        # A misconfigured support clips a large share; a learned model's bootstrapped board-game value of
-        # 1.05 (a win plus the model's imperfect value after the end) clips 0.02% and is no mistake.
-        if self._warned_support or not any(v >= _SUPPORT_WARN_SHARE for v in outside.values()):
-            return
-        self._warned_support = True
-        m = self.config.model
-        fix = "use value_transform phi or raise model.support_size" if m.value_transform == "identity" else \
-            "raise model.support_size or scale the game's rewards down"
-        log.warning("%s targets fall outside what model.value_transform = %s with model.support_size = %d "
-                    "represents (|x| <= %.4g) and are clipped to its edge: %s (docs/custom-game.md)",
-                    " and ".join(f"{v:.1%} of {k}" for k, v in outside.items() if v >= _SUPPORT_WARN_SHARE),
-                    m.value_transform,
-                    m.support_size, max_representable(m.support_size, m.value_transform), fix)
-
-    def _check_health(self, row: dict) -> dict:
-        """``health/*`` metrics for this row; a console warning when the verdict turns bad."""
-        self._remember(row)
-        h = self._history
-        health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
-                        self.config.testing.health_tests)
-        now = time.monotonic()
-        if not health.ok and self.health.ok:  # warned once, then again only after a quiet spell (no flapping)
-            if now - self._health_warned_at > HEALTH_REPEAT_S:
-                self._health_warned_at = now
-                log.warning("health: %s. The run may not be learning: see \"What decides whether a game learns\" "
-                            "in docs/custom-game.md", health.line())
-        elif health.ok and not self.health.ok:
-            log.info("health: ok again")
-        self.health = health
-        return health.metrics
-
-    def _record_machine(self) -> None:
-        """Log the driver's machine and append it to ``machines.jsonl`` (one line per invocation: a resumed
-        run may go on elsewhere), so the run's minutes can be read against the processor that made them."""
-        info = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **machine_info()}
-        log.info("on %s", machine_line(info))
-        with open(self.run_dir / "machines.jsonl", "a") as f:
-            f.write(json.dumps(info) + "\n")

@@ -1,4 +1,5 @@
-"""Is the run learning? A health verdict from the curves a run already logs (pure functions).
+"""Is the run learning? A health verdict from the curves a run already logs (:func:`assess`, pure), and
+:class:`HealthWatch`, which keeps a run's curves and says on the console when the verdict turns bad.
 
 A run that learns nothing looks, on the console, like one that learns slowly.
 :func:`assess` flags the signatures seen in practice (a preset reused on a
@@ -25,11 +26,15 @@ single-player game: reaching a goal sooner is learning.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+
+log = logging.getLogger("moozi")
 
 # Relative improvement over the first test that counts as progress (returns are noisy; a flat curve is not).
 MIN_IMPROVEMENT = 1e-6
@@ -95,3 +100,68 @@ def assess(test_returns: Sequence[float], entropies: Sequence[float], lengths: S
             reasons.append(f"episode length {_smooth(lengths)[-1]:.1f} ({length_ratio:.0%} of the longest average)")
     metrics["health/ok"] = float(not reasons)
     return Health(ok=not reasons, reasons=tuple(reasons), metrics=metrics)
+
+
+# The share of value or reward targets beyond the support that earns a console warning (the metric is always logged).
+SUPPORT_WARN_SHARE = 0.01
+HEALTH_REPEAT_S = 600.0  # a health verdict that flaps is warned about at most this often
+
+
+class HealthWatch:
+    """A run's curves remembered row by row: each row gets its ``health/*`` metrics (:func:`assess`), and the
+    console is told once when the verdict turns bad (again only after a quiet spell) and once when value or
+    reward targets fall outside what the model's support represents.
+
+    model: the run's ``ModelConfig`` (its support); spec: the game's ``EnvSpec``; health_tests: how many tests
+    the verdict compares (``testing.health_tests``).
+    """
+
+    def __init__(self, model, spec, health_tests: int):
+        self.model, self.spec, self.health_tests = model, spec, health_tests
+        self.history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
+        self.health = Health(ok=True)
+        self._warned_at = -float("inf")
+        self._warned_support = False
+
+    def remember(self, row: dict) -> None:
+        for key, name in (("test/return_mean", "tests"), ("acting/policy_entropy", "entropy"),
+                          ("train/episode_length", "length")):
+            if key in row:
+                self.history[name].append(float(row[key]))
+
+    def check(self, row: dict) -> dict:
+        """Remember ``row``, warn where it is due; the row's ``health/*`` metrics."""
+        self._check_support(row)
+        self.remember(row)
+        h = self.history
+        health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
+                        self.health_tests)
+        now = time.monotonic()
+        if not health.ok and self.health.ok:  # warned once, then again only after a quiet spell (no flapping)
+            if now - self._warned_at > HEALTH_REPEAT_S:
+                self._warned_at = now
+                log.warning("health: %s. The run may not be learning: see \"What decides whether a game learns\" "
+                            "in docs/custom-game.md", health.line())
+        elif health.ok and not self.health.ok:
+            log.info("health: ok again")
+        self.health = health
+        return health.metrics
+
+    def _check_support(self, row: dict) -> None:
+        """Warn once when value or reward targets fall outside the model's support (they are clipped)."""
+        from moozi.model.transform import max_representable
+
+        outside = {k: row.get(f"targets/{k}_outside_support", 0.0) for k in ("value", "reward")}
+        # A misconfigured support clips a large share; a learned model's bootstrapped board-game value of
+        # 1.05 (a win plus the model's imperfect value after the end) clips 0.02% and is no mistake.
+        if self._warned_support or not any(v >= SUPPORT_WARN_SHARE for v in outside.values()):
+            return
+        self._warned_support = True
+        m = self.model
+        fix = "use value_transform phi or raise model.support_size" if m.value_transform == "identity" else \
+            "raise model.support_size or scale the game's rewards down"
+        log.warning("%s targets fall outside what model.value_transform = %s with model.support_size = %d "
+                    "represents (|x| <= %.4g) and are clipped to its edge: %s (docs/custom-game.md)",
+                    " and ".join(f"{v:.1%} of {k}" for k, v in outside.items() if v >= SUPPORT_WARN_SHARE),
+                    m.value_transform,
+                    m.support_size, max_representable(m.support_size, m.value_transform), fix)

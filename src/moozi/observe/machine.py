@@ -162,3 +162,17 @@ class Sampler:
         self._thread.join()
         if self.edges:
             self._sample()
+
+
+def record_machine(run_dir) -> dict:
+    """Append this machine (:func:`machine_info`, with the time) to ``run_dir/machines.jsonl`` and return it: one
+    line per command that made or resumed a run (it may go on elsewhere), so its minutes can be read against
+    the processor that made them."""
+    import json
+    import time
+    from pathlib import Path
+
+    info = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **machine_info()}
+    with open(Path(run_dir) / "machines.jsonl", "a") as f:
+        f.write(json.dumps(info) + "\n")
+    return info
