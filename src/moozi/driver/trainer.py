@@ -60,21 +60,19 @@ from moozi.driver.backends import make_backend
 from moozi.driver.budget import Budget
 from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost, versions
+from moozi.driver.ledger import Ledger
 from moozi.driver.testing import TestKeeper
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.machine import machine_line, record_machine
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
-from moozi.workers import agent_return
 
 log = logging.getLogger("moozi")
 
 LEARNER = "learner"  # the learner's component name (a worker's failed call names who died)
 NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
 
-COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
-            "reanalyzed_positions", "restarts")
 
 
 @dataclass
@@ -166,8 +164,8 @@ class Trainer:
             for sl in slots:
                 self._spawn(sl, wait=False)
             self._placed([self.learner_handle] + [sl.handle for sl in slots])
-            self.counters: dict[str, Any] = {k: 0 for k in COUNTERS}
-            self.counters["wall_s"] = 0.0
+            self.ledger = Ledger(config)
+            self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
             self.last_test: dict[str, float] = {}
             self.budget = Budget(config.schedule, config.learner)
             self.watch = HealthWatch(config.model, self.spec, config.testing.health_tests)
@@ -417,7 +415,7 @@ class Trainer:
         if res.get("rejected"):
             log.warning("resuming from the older checkpoint %s", Path(res["path"]).name)
         meta = res["meta"]
-        self.counters.update({k: meta["counters"].get(k, 0) for k in COUNTERS})
+        self.ledger.restore(meta["counters"])
         self.last_test = dict(meta.get("last_test") or {})
         log.info("resumed from %s at %s", res["path"], self.counters)
 
@@ -429,22 +427,12 @@ class Trainer:
         ``block=False`` (async) returns the learner call's future instead of
         waiting for it (the learner may be in the middle of a training call).
         """
-        steps = int(metrics.pop("acting/env_steps"))
-        metrics.pop("acting/busy_s", None)
         future = None
         if block:
             self._stored(self._learner("add_episodes", episodes), row)
         else:
             future = self.backend.call(self.learner_handle, "add_episodes", episodes)
-        self.counters["env_steps"] += steps
-        self.counters["episodes"] += len(episodes)
-        for k, v in metrics.items():
-            row.setdefault(k, []).append(v)
-        row.setdefault("_segment_lag", []).append(self.version - int(metrics.get("acting/version", self.version)))
-        if episodes:
-            row.setdefault("train/episode_return", []).extend(
-                agent_return(e.trajectory, 0, False) for e in episodes)
-            row.setdefault("train/episode_length", []).extend(e.length for e in episodes)
+        self.ledger.count_segment(episodes, metrics, row, self.version)
         return future
 
     @staticmethod
@@ -459,27 +447,9 @@ class Trainer:
         self.counters["ready_env_steps"] = self.counters["env_steps"]
         return False
 
-    def _fed(self) -> int:
-        """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed
-        positions when they count (MuZero Reanalyse: the learner's fresh targets come from both)."""
-        acted = self.counters["env_steps"] - self.counters["ready_env_steps"]
-        if self.config.reanalyze.fraction > 0 and self.config.reanalyze.count_in_ratio:
-            return acted + self.counters["reanalyzed_positions"]
-        return acted
-
-    def _reanalyze_due(self) -> int:
-        f = self.config.reanalyze.fraction
-        if f <= 0 or self.counters["updates"] == 0:
-            return 0
-        return int(f / (1.0 - f) * self.counters["env_steps"]) - self.counters["reanalyzed_positions"]
-
     def _reanalyze_store(self, result, row: dict) -> None:
         stamp, episodes, metrics = result
-        stats = self._learner("apply_reanalyzed", stamp, episodes)
-        self.counters["reanalyzed_positions"] += int(stats["reanalyze/positions"])
-        for k, v in {**metrics, **stats}.items():
-            if k != "reanalyze/busy_s":
-                row.setdefault(k, []).append(v)
+        self.ledger.count_reanalyzed(self._learner("apply_reanalyzed", stamp, episodes), metrics, row)
 
     def test(self, num_episodes: int | None = None) -> dict:
         """Play ``testing.episodes`` greedy games with the test planner and the published params."""
@@ -535,7 +505,7 @@ class Trainer:
             stored.append((self._insert(episodes, metrics, row, block=False), self._learner_generation))
         t1 = time.perf_counter()
         if self._ready() and not self._out_of_time():  # out of time: the due updates run on --resume
-            due = math.floor(s.samples_per_env_step * self._fed() / s.batch_size)
+            due = math.floor(s.samples_per_env_step * self.ledger.fed() / s.batch_size)
             todo = max(due - self.counters["updates"], 0)
             out = self._learner_or_restore("train", todo, s.batch_size, self._lr_scale()) if todo else {}
             if out is None:  # the learner died: restored, with the counters of its checkpoint
@@ -561,7 +531,7 @@ class Trainer:
             row.setdefault(f"time/{k}_s", []).append(v)
 
     def _reanalyze_sync(self, row: dict) -> None:
-        due = self._reanalyze_due()
+        due = self.ledger.reanalyze_due()
         if due <= 0:
             return
         per_call = self.config.reanalyze.positions_per_call
@@ -607,7 +577,7 @@ class Trainer:
         if not ready:
             return True  # filling replay: nothing to wait for
         acting = sum(1 for kind, *_ in st["inflight"].values() if kind == "act")
-        ahead = s.samples_per_env_step * (self._fed() + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
+        ahead = s.samples_per_env_step * (self.ledger.fed() + (acting + 1) * st["seg"]) - self.counters["updates"] * s.batch_size
         return ahead <= st["slack"]
 
     def _can_learn(self, st: dict) -> bool:
@@ -618,7 +588,7 @@ class Trainer:
         if learning >= 2:
             return False
         samples = (self.counters["updates"] + (learning + 1) * s.updates_per_call) * s.batch_size
-        if samples > s.samples_per_env_step * self._fed() + st["slack"]:
+        if samples > s.samples_per_env_step * self.ledger.fed() + st["slack"]:
             return False
         acting = [info[1] for kind, info, _ in st["inflight"].values() if kind == "act"]
         return not acting or self.version + learning + 1 - min(acting) <= s.max_policy_lag
@@ -655,7 +625,7 @@ class Trainer:
                         fut = self.backend.call(sl.handle, "run", self.published)
                         track(fut, "act", (sl, self.version))
                         idle.discard(name)
-                    elif sl.kind == "reanalyze" and ready and self._reanalyze_due() - self._reanalyze_inflight(
+                    elif sl.kind == "reanalyze" and ready and self.ledger.reanalyze_due() - self._reanalyze_inflight(
                             inflight) > 0:
                         at = (self._learner_generation, self.version)  # a restored learner: ask it anew
                         if target is None or target[0] != at:
@@ -747,7 +717,7 @@ class Trainer:
         wall0 = self.counters["wall_s"]
         self._last_ckpt = start
         self._report = {"since": (start, self.counters["env_steps"], self.counters["updates"]),
-                        "epochs": self.counters["epochs"], "busy": {}, "fed": self._fed()}
+                        "epochs": self.counters["epochs"], "busy": {}, "fed": self.ledger.fed()}
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
         self.budget.start(minutes, start if started is None else started, start, wall0)
@@ -839,7 +809,7 @@ class Trainer:
         steps, updates = self.counters["env_steps"] - s0, self.counters["updates"] - u0
         out["perf/env_steps_per_s"] = steps / dt
         out["perf/updates_per_s"] = updates / dt
-        fed, acted = self._fed(), self.counters["env_steps"] - self.counters["ready_env_steps"]
+        fed, acted = self.ledger.fed(), self.counters["env_steps"] - self.counters["ready_env_steps"]
         if fed > 0 and self.counters["updates"] > 0:
             achieved = self.counters["updates"] * s.batch_size / fed
             out["ratio/achieved"] = achieved

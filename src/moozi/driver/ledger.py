@@ -1,0 +1,62 @@
+"""A run's counters and the arithmetic over them: what a finished segment and a reanalyze result add, the
+positions the replay ratio is counted over, and how many positions reanalyze owes. Plain numbers, no calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moozi.workers import agent_return
+
+COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
+            "reanalyzed_positions", "restarts")
+
+
+class Ledger:
+    """The counters of one run (``counters``: the dict every row and checkpoint records) under ``config``."""
+
+    def __init__(self, config):
+        self.config = config
+        self.counters: dict[str, Any] = {k: 0 for k in COUNTERS}
+        self.counters["wall_s"] = 0.0
+
+    def restore(self, saved: dict) -> None:
+        """Continue from a checkpoint's counters (a key it lacks, written by an older moozi, starts at 0)."""
+        self.counters.update({k: saved.get(k, 0) for k in COUNTERS})
+
+    def count_segment(self, episodes, metrics: dict, row: dict, version: int) -> None:
+        """Count a finished acting segment (``metrics`` of the actor, episodes finished in it) into the counters
+        and the metrics row being gathered; ``version`` is the params version published now (for the lag)."""
+        steps = int(metrics.pop("acting/env_steps"))
+        metrics.pop("acting/busy_s", None)
+        self.counters["env_steps"] += steps
+        self.counters["episodes"] += len(episodes)
+        for k, v in metrics.items():
+            row.setdefault(k, []).append(v)
+        row.setdefault("_segment_lag", []).append(version - int(metrics.get("acting/version", version)))
+        if episodes:
+            row.setdefault("train/episode_return", []).extend(agent_return(e.trajectory, 0, False) for e in episodes)
+            row.setdefault("train/episode_length", []).extend(e.length for e in episodes)
+
+    def count_reanalyzed(self, stats: dict, metrics: dict, row: dict) -> None:
+        """Count positions the learner took back from reanalyze (``stats``), with the reanalyzer's ``metrics``."""
+        self.counters["reanalyzed_positions"] += int(stats["reanalyze/positions"])
+        for k, v in {**metrics, **stats}.items():
+            if k != "reanalyze/busy_s":
+                row.setdefault(k, []).append(v)
+
+    def fed(self) -> int:
+        """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed
+        positions when they count (MuZero Reanalyse: the learner's fresh targets come from both)."""
+        c = self.counters
+        acted = c["env_steps"] - c["ready_env_steps"]
+        if self.config.reanalyze.fraction > 0 and self.config.reanalyze.count_in_ratio:
+            return acted + c["reanalyzed_positions"]
+        return acted
+
+    def reanalyze_due(self) -> int:
+        """Positions reanalyze owes: ``fraction / (1 - fraction)`` of the env steps, less those done (none
+        before the first update)."""
+        f = self.config.reanalyze.fraction
+        if f <= 0 or self.counters["updates"] == 0:
+            return 0
+        return int(f / (1.0 - f) * self.counters["env_steps"]) - self.counters["reanalyzed_positions"]

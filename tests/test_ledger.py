@@ -1,0 +1,40 @@
+"""The run's counting (moozi.driver.ledger), by hand-computed numbers."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from moozi.driver.ledger import Ledger
+
+
+def _ledger(fraction=0.0, count_in_ratio=True):
+    return Ledger(SimpleNamespace(reanalyze=SimpleNamespace(fraction=fraction, count_in_ratio=count_in_ratio)))
+
+
+def test_fed_counts_acted_steps_since_ready_and_reanalyzed_positions_when_they_count():
+    led = _ledger(fraction=0.5)
+    led.counters.update(env_steps=1000, ready_env_steps=200, reanalyzed_positions=300)
+    assert led.fed() == 800 + 300
+    assert _ledger(fraction=0.5, count_in_ratio=False).fed() == 0
+    off = _ledger(fraction=0.5, count_in_ratio=False)
+    off.counters.update(env_steps=1000, ready_env_steps=200, reanalyzed_positions=300)
+    assert off.fed() == 800
+
+
+@pytest.mark.parametrize("fraction,updates,due", [(0.5, 1, 100 - 30), (0.2, 1, 25 - 30), (0.5, 0, 0), (0.0, 5, 0)])
+def test_reanalyze_due_is_fraction_over_one_minus_fraction_of_env_steps_less_done(fraction, updates, due):
+    led = _ledger(fraction=fraction)
+    led.counters.update(env_steps=100, updates=updates, reanalyzed_positions=30)
+    assert led.reanalyze_due() == due  # 0.2 / 0.8 * 100 = 25: already 5 ahead
+
+
+def test_a_segment_and_a_reanalyze_result_are_counted_into_the_counters_and_the_row():
+    led, row = _ledger(), {}
+    metrics = {"acting/env_steps": 64, "acting/busy_s": 1.5, "acting/version": 3, "acting/root_value": 0.25}
+    led.count_segment([], metrics, row, version=5)
+    assert led.counters["env_steps"] == 64 and led.counters["episodes"] == 0
+    assert row == {"acting/version": [3], "acting/root_value": [0.25], "_segment_lag": [2]}
+    led.count_reanalyzed({"reanalyze/positions": 16, "reanalyze/kl": 0.1}, {"reanalyze/busy_s": 2.0}, row)
+    assert led.counters["reanalyzed_positions"] == 16 and row["reanalyze/kl"] == [0.1] and "reanalyze/busy_s" not in row
+    led.restore({"env_steps": 7})  # an older checkpoint without the other counters
+    assert led.counters["env_steps"] == 7 and led.counters["reanalyzed_positions"] == 0
