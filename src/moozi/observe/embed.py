@@ -91,17 +91,14 @@ def embed_run(run_dir, episodes: int = 8, colour_by: str = "value", checkpoint: 
     import jax
 
     from moozi.eval.evaluate import play
-    from moozi.parts import build_parts
-    from moozi.run_dir import load_params
+    from moozi.run_dir import open_run
 
     if colour_by not in ("value", "step"):
         raise ValueError(f"--colour {colour_by!r}: allowed value or step")
     config, two_player, games, meta = play(run_dir, "random", episodes, seed, checkpoint, record_frames=True)
-    env, model = build_parts(config)
-    env.close()
-    params, _ = load_params(run_dir, model, checkpoint=checkpoint)
+    run = open_run(run_dir, checkpoint, config)
     trajs = [g.trajectory for g in games]
-    hidden = hidden_states(model, jax.device_put(params), env.spec, config.targets.history_length, trajs)
+    hidden = hidden_states(run.model, jax.device_put(run.params), run.spec, config.targets.history_length, trajs)
     steps = np.concatenate([np.arange(int(t.last) + 1) for t in trajs])
     values = np.concatenate([np.asarray(t.root_values)[:int(t.last) + 1] for t in trajs])
     rewards = np.concatenate([np.asarray(t.rewards)[:int(t.last) + 1] for t in trajs])
