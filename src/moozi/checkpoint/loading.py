@@ -20,8 +20,9 @@ logger = logging.getLogger("moozi.checkpoint")
 
 
 def load_checkpoint(path: str | os.PathLike, templates: Mapping[str, Any] | None = None,
-                    parts: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Load parts of one checkpoint folder (``.../step_XXXXXXXXX``), verifying each checksum.
+                    parts: list[str] | None = None, verified: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load parts of one checkpoint folder (``.../step_XXXXXXXXX``), verifying each checksum (``verified``: the
+    caller has just checked them, e.g. with :func:`find_latest`; sizes are still checked).
 
     Args:
       path: the checkpoint folder.
@@ -39,7 +40,7 @@ def load_checkpoint(path: str | os.PathLike, templates: Mapping[str, Any] | None
     try:
         record = _read_record(path)
         names = sorted(record["parts"]) if parts is None else list(parts)
-        raw = {name: _read_part(path, name, record) for name in names}
+        raw = {name: _read_part(path, name, record, verified) for name in names}
     except CorruptCheckpointError as e:
         raise CorruptCheckpointError(f"checkpoint {path} is unusable: {e}") from e
     out = {name: _apply_template(templates[name], state, path) if templates.get(name) is not None else state
@@ -81,7 +82,7 @@ def load_latest(directory: str | os.PathLike, templates: Mapping[str, Any] | Non
                 verify_checkpoint(directory)
             except CorruptCheckpointError as e:
                 raise CorruptCheckpointError(f"checkpoint {directory} is unusable: {e}") from e
-        state, metadata = load_checkpoint(directory, templates, parts)
+        state, metadata = load_checkpoint(directory, templates, parts, verified=verify_all)
         return state, metadata, directory
 
     def read(path: Path, record: dict[str, Any], names: list[str]) -> dict[str, Any]:

@@ -220,7 +220,8 @@ class LearnerHost:
         directory = self.run_dir / "checkpoints"
         rejected: list = []
         path, record = find_latest(directory, parts=["learner"], set_aside=True, rejected=rejected)
-        parts, meta = load_checkpoint(path, {"learner": self.learner.template()}, parts=["learner"])
+        # find_latest checked every part's checksum: reading them again only checks sizes
+        parts, meta = load_checkpoint(path, {"learner": self.learner.template()}, parts=["learner"], verified=True)
         if "replay" in record["parts"]:
             replay_path, replay_record = path, record
         else:
@@ -231,7 +232,7 @@ class LearnerHost:
         self.learner.load_state_dict(parts["learner"])
         self.learner.replay.load_chunks(*read_chunked_part(replay_path, "replay", verified=True))
         if "books" in replay_record["parts"]:
-            self.learner.load_books_state_dict(load_checkpoint(replay_path, parts=["books"])[0]["books"])
+            self.learner.load_books_state_dict(load_checkpoint(replay_path, parts=["books"], verified=True)[0]["books"])
         encoded = {name: read_part_bytes(path, name) for name in worker_parts if name in record["parts"]}
         return {"meta": meta, "path": str(path), "parts": encoded, "rejected": rejected}
 
