@@ -13,6 +13,7 @@ import pytest
 from moozi.config import apply_overrides, config_from_dict, to_dict
 from moozi.driver import Trainer
 from moozi.driver.backend import LocalBackend, WorkerDied
+from moozi.driver.limiter import RateLimiter
 from moozi.observe.metrics import read_metrics, training_rows
 from moozi.presets import load_preset
 from tests.test_train_smoke import TINY
@@ -181,12 +182,13 @@ def test_async_keeps_the_ratio_and_the_policy_lag(tmp_path):
         counters = dict(trainer.run())
         # The limiter holds from the moment replay is ready, not from the first finished update: a worker
         # two segments ahead of a learner still compiling its first call waits.
-        st = trainer._async_state()
-        trainer.counters.update(updates=0, ready_env_steps=0, env_steps=2 * st["seg"])
-        assert not trainer._can_act(st, ready=True)
-        assert trainer._can_act(st, ready=False)  # filling replay
-        trainer.counters.update(updates=int(cfg.schedule.samples_per_env_step * 2 * st["seg"]) // cfg.schedule.batch_size)
-        assert trainer._can_act(st, ready=True)  # the learner caught up
+        limiter = RateLimiter(cfg, trainer.ledger)
+        trainer.counters.update(updates=0, ready_env_steps=0, env_steps=2 * limiter.segment)
+        assert not limiter.can_act(0, ready=True)
+        assert limiter.can_act(0, ready=False)  # filling replay
+        trainer.counters.update(updates=int(cfg.schedule.samples_per_env_step * 2 * limiter.segment)
+                                // cfg.schedule.batch_size)
+        assert limiter.can_act(0, ready=True)  # the learner caught up
     finally:
         trainer.close()
     s = cfg.schedule

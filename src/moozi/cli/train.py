@@ -90,7 +90,7 @@ def _train(args: argparse.Namespace) -> int:
         finally:
             if trainer is not None:
                 trainer.close()
-    summary = {"run_dir": str(run_dir), **counters, **trainer.last_test}
+    summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
     print(json.dumps(summary))
     return 0
 

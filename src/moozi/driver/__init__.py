@@ -1,6 +1,8 @@
 """The driver: builds a run's components and owns its schedule (the only place that wires parts).
 
-* :mod:`.trainer`: :class:`Trainer`, the sync and async schedules over a backend.
+* :mod:`.trainer`: :class:`Trainer`, which wires a run's parts and runs :mod:`.sync_schedule` or
+  :mod:`.async_schedule` over them (:mod:`.context`, :mod:`.fleet`, :mod:`.learner_client`, :mod:`.ledger`,
+  :mod:`.limiter`, :mod:`.rows`, :mod:`.budget`, :mod:`.testing`, :mod:`.hooks`).
 * :mod:`.hosts`: the components a backend hosts; :mod:`.backend` / :mod:`.backends` / :mod:`.distributed`:
   the backends (Ray only in the last).
 

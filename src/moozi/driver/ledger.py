@@ -60,3 +60,16 @@ class Ledger:
         if f <= 0 or self.counters["updates"] == 0:
             return 0
         return int(f / (1.0 - f) * self.counters["env_steps"]) - self.counters["reanalyzed_positions"]
+
+    def why_no_update(self, out_of_time: bool) -> str:
+        """Why training has not started yet, in one line, with what to change (``out_of_time``: the time limit
+        has passed)."""
+        s, c = self.config.schedule, self.counters
+        if c["episodes"] == 0:
+            return (f"no episode has ended in {c['env_steps']} env steps: only finished episodes go to replay; "
+                    "cap episode length (env.kwargs.max_episode_steps, or the game's spec.max_episode_steps)")
+        played = f"{c['episodes']} episodes ({c['env_steps']} env steps) played"
+        if out_of_time:
+            return (f"the time limit ended before the first update ({played}; training starts once replay holds "
+                    f"schedule.min_replay_steps = {s.min_replay_steps} steps): give more --minutes")
+        return f"{played}; training starts once replay holds schedule.min_replay_steps = {s.min_replay_steps} steps"

@@ -1,0 +1,134 @@
+"""``schedule.kind: async`` (IMPALA-style): training workers, the learner, reanalyze workers and the tester run
+continuously. The rate limiter (:mod:`moozi.driver.limiter`) starts a segment or a learner call only within the
+replay ratio's slack and the policy lag, so the faster side waits on the backend, never by sleeping. The learner
+publishes after every call; up to two calls are queued, so it never idles while the driver handles the last
+one's result, and the driver never waits on the learner for a metrics row. An epoch is W inserted segments."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from moozi.driver.backend import WorkerDied
+from moozi.driver.learner_client import LEARNER
+from moozi.driver.limiter import RateLimiter
+
+
+class AsyncSchedule:
+    """The async loop over a :class:`~moozi.driver.context.RunContext`.
+
+    ``inflight``: each call in flight by its future, as ``(kind, (slot or None, version or positions), the
+    learner's generation when it was made)``; kind is act, store, learn, reanalyze or test.
+    """
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.limiter = RateLimiter(ctx.config, ctx.ledger)
+        self.inflight: dict = {}
+        self.idle = {n for n, sl in ctx.fleet.slots.items() if sl.kind in ("train", "reanalyze")}
+        self.ready = False
+        self.segments = 0  # segments inserted by this invocation (an epoch: one per worker)
+        self.test_due_epoch = ctx.counters["epochs"]
+
+    def run(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
+        """Until ``should_stop()``, then until the calls in flight are in; ``on_row(row)`` after each result."""
+        ctx = self.ctx
+        self.ready = ctx.ready()
+        stopping = False
+        while True:
+            stopping = stopping or should_stop()
+            if not stopping:
+                self._start_work()
+            if not self.inflight:
+                if stopping:
+                    return
+                if ctx.fleet.any_dead():
+                    ctx.fleet.revive(block=True)  # everything else waits on a worker's restart
+                    continue
+                raise RuntimeError("async schedule stalled: nothing in flight and nothing allowed to start "
+                                   f"(counters {ctx.counters}); please report this")
+            t = time.perf_counter()
+            done, _ = ctx.backend.wait(list(self.inflight), num_returns=1)
+            row.setdefault("time/wait_s", []).append(time.perf_counter() - t)
+            for fut in done:
+                if self._finish(fut, row):
+                    on_row(row)
+
+    def _track(self, future, kind: str, info: tuple) -> None:
+        self.inflight[future] = (kind, info, self.ctx.learner.generation)
+
+    def _in_flight(self, kind: str) -> list:
+        return [info for k, info, _ in self.inflight.values() if k == kind]
+
+    def _start_work(self) -> None:
+        """Start what the limiter allows: segments of idle training workers, reanalyze batches owed, learner
+        calls, and a test when one is due."""
+        ctx, s = self.ctx, self.ctx.config.schedule
+        ctx.fleet.revive()
+        per_call = ctx.config.reanalyze.positions_per_call
+        for name in sorted(self.idle):
+            sl = ctx.fleet.slots[name]
+            if sl.handle is None:
+                continue
+            if sl.kind == "train" and self.limiter.can_act(len(self._in_flight("act")), self.ready):
+                self._track(ctx.fleet.act(sl, ctx.learner.published), "act", (sl, ctx.learner.version))
+                self.idle.discard(name)
+            elif sl.kind == "reanalyze" and self.ready and ctx.ledger.reanalyze_due() - sum(
+                    n for _, n in self._in_flight("reanalyze")) > 0:
+                target = ctx.reanalyze_target(reuse=True)
+                batch = ctx.learner.reanalyze_batch_later(per_call)
+                self._track(ctx.reanalyze_later(sl, target, batch), "reanalyze", (sl, per_call))
+                self.idle.discard(name)
+        while self.ready and self.limiter.can_learn(len(self._in_flight("learn")),
+                                                    [v for _, v in self._in_flight("act")], ctx.learner.version):
+            self._track(ctx.learner.train_and_publish_later(s.updates_per_call, s.batch_size, ctx.lr_scale()),
+                        "learn", (None, None))
+        every, tester = ctx.config.testing.every, ctx.fleet.slots["tester"]
+        if (every and ctx.counters["updates"] > 0 and ctx.counters["epochs"] >= self.test_due_epoch + every
+                and tester.handle is not None and not self._in_flight("test")):
+            self.test_due_epoch = ctx.counters["epochs"]
+            self._track(ctx.test_later(), "test", (tester, 0))
+
+    def _finish(self, fut, row: dict) -> bool:
+        """Take a finished call's result into the counters and ``row``; False if its worker or the learner died."""
+        ctx = self.ctx
+        kind, (sl, _), generation = self.inflight.pop(fut)
+        try:
+            result = ctx.backend.get(fut)
+        except WorkerDied as e:
+            if sl is None:  # a learner call: the learner died
+                ctx.learner.recover(e, generation)
+            else:  # the worker died, or the learner whose pending result it took as input
+                ctx.worker_failed(sl, e, generation)
+                if kind != "test":
+                    self.idle.add(sl.name)
+            if e.name == LEARNER:
+                self.ready = ctx.ready()
+            return False
+        if kind == "act":
+            self._acted(sl, result, row)
+        elif kind == "store":
+            ctx.stored(result, row)
+        elif kind == "learn":  # the result is the published object: workers get it by reference
+            ctx.counters["updates"] += ctx.config.schedule.updates_per_call
+            ctx.learner.published_by(fut, result)
+            for k, v in result["metrics"].items():
+                row.setdefault(k, []).append(v)
+        elif kind == "reanalyze":
+            ctx.reanalyzed(result, row)
+            self.idle.add(sl.name)
+        elif kind == "test":
+            row.update({k: [v] for k, v in ctx.tested(result).items()})
+        return True
+
+    def _acted(self, sl, result, row: dict) -> None:
+        ctx = self.ctx
+        episodes, metrics = result
+        sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
+        self._track(ctx.insert(episodes, metrics, row), "store", (None, None))
+        self.idle.add(sl.name)
+        self.segments += 1  # an epoch: one segment per worker (counted on, so a resumed run goes on)
+        if self.segments % ctx.config.distributed.train_workers == 0:
+            ctx.counters["epochs"] += 1
+        if not self.ready:
+            self.ready = ctx.ready()

@@ -1,0 +1,115 @@
+"""The run's metrics rows: what the schedules gathered since the last row (lists per key), averaged, with the
+counters, throughput, the replay ratio and its error, policy lags, each training worker's busy fraction, memory,
+replay statistics and the health verdict."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import numpy as np
+
+log = logging.getLogger("moozi")
+
+
+def spread(prefix: str, values) -> dict[str, float]:
+    """Mean, 95th percentile and maximum of ``values`` as ``{prefix}_mean`` etc. ({} when there are none)."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return {}
+    return {f"{prefix}_mean": float(v.mean()), f"{prefix}_p95": float(np.percentile(v, 95)),
+            f"{prefix}_max": float(v.max())}
+
+
+def ratio_metrics(counters: dict, fed: int, batch_size: int, samples_per_env_step: float,
+                  since: tuple[int, int]) -> dict[str, float]:
+    """The replay ratio achieved over the run and over the row's window (``since``: updates and positions fed
+    at the last row), its relative error, and the learner's reuse per env step when reanalyzed positions count."""
+    out: dict[str, float] = {}
+    u0, fed0 = since
+    acted = counters["env_steps"] - counters["ready_env_steps"]
+    if fed <= 0 or counters["updates"] <= 0:
+        return out
+    achieved = counters["updates"] * batch_size / fed
+    out["ratio/achieved"] = achieved
+    out["ratio/error"] = achieved / samples_per_env_step - 1.0
+    if fed != acted and acted > 0:
+        out["ratio/per_env_step"] = counters["updates"] * batch_size / acted
+    if fed > fed0 and u0 > 0:
+        out["ratio/window"] = (counters["updates"] - u0) * batch_size / (fed - fed0)
+    return out
+
+
+class RowWriter:
+    """Writes the rows of one run.
+
+    ctx: the :class:`~moozi.driver.context.RunContext`. metrics: the run's
+    :class:`~moozi.observe.metrics.MetricsWriter`. watch: its :class:`~moozi.observe.health.HealthWatch`.
+    remote: components run in other processes (their memory is sampled). progress: ``(counters, row, last_test)``
+    called after each row (the CLI's display), or None.
+    """
+
+    def __init__(self, ctx, metrics, watch, remote: bool, progress: Callable | None):
+        self.ctx, self.metrics, self.watch, self.remote, self.progress = ctx, metrics, watch, remote, progress
+        self.start()
+
+    def start(self) -> None:
+        """The next row's interval begins now."""
+        c = self.ctx.counters
+        self._since = (time.monotonic(), c["env_steps"], c["updates"])
+        self._fed = self.ctx.ledger.fed()
+        self.epochs = c["epochs"]  # the counter at the last row (rows every ``output.log_every_epochs``)
+        self._busy: dict[str, float] = {}
+
+    def write(self, rows: dict) -> None:
+        """One row from ``rows`` (lists per key; keys starting ``_`` are raw lags): each metric averaged over
+        the epochs that reported it, with the rest (see the module doc)."""
+        ctx = self.ctx
+        c, s = ctx.counters, ctx.config.schedule
+        out = {key: float(np.mean(values)) for key, values in rows.items() if not key.startswith("_") and values}
+        out.update(spread("lag/inserted", rows.get("_lag_inserted", [])))
+        out.update(spread("lag/segment", rows.get("_segment_lag", [])))
+        now = time.monotonic()
+        t0, s0, u0 = self._since
+        dt = max(now - t0, 1e-9)
+        out["perf/env_steps_per_s"] = (c["env_steps"] - s0) / dt
+        out["perf/updates_per_s"] = (c["updates"] - u0) / dt
+        fed = ctx.ledger.fed()
+        out.update(ratio_metrics(c, fed, s.batch_size, s.samples_per_env_step, (u0, self._fed)))
+        out.update(self._workers(dt))
+        out.update(self._replay())
+        if "reanalyze/positions" in rows:
+            out["reanalyze/positions_total"] = float(c["reanalyzed_positions"])
+        out.update({k: c[k] for k in ("env_steps", "updates", "epochs", "episodes", "wall_s")})
+        out["params_version"] = ctx.learner.version
+        out.update(self.watch.check(out))
+        self.metrics.write(out, step=c["env_steps"])
+        self._since = (now, c["env_steps"], c["updates"])
+        self._fed, self.epochs = fed, c["epochs"]
+        if self.progress:
+            self.progress(dict(c), out, ctx.last_test)
+
+    def _workers(self, dt: float) -> dict[str, float]:
+        """Each training worker's busy fraction over the row's ``dt`` seconds, restarts, and memory."""
+        fleet, out = self.ctx.fleet, {}
+        for name, sl in fleet.slots.items():
+            if sl.kind == "train":
+                prev = self._busy.get(name, 0.0)
+                out[f"workers/{name}/busy_fraction"] = max(sl.busy_s - prev, 0.0) / dt
+                self._busy[name] = sl.busy_s
+        out["workers/restarts"] = float(self.ctx.counters["restarts"])
+        if fleet.placing:
+            fleet.update_placement()
+        out.update(self.ctx.backend.stats(fleet.local_pids(self.remote)))
+        return out
+
+    def _replay(self) -> dict:
+        """Replay statistics. Sync: asked now (the learner is idle between phases). Async: the answer to the
+        request made at an earlier row (the driver never waits behind a training call)."""
+        learner = self.ctx.learner
+        try:
+            return learner.stats() if self.ctx.config.schedule.kind != "async" else learner.stats_without_waiting()
+        except Exception as e:  # a row without replay statistics is better than a lost run
+            log.warning("replay statistics unavailable: %s", e)
+            return {}

@@ -1,0 +1,47 @@
+"""The size rules of issue 46, read from the source: no room in ``src/moozi`` over 600 lines, the Trainer keeps
+wiring and ``run()`` (its file at most 300 lines, at most 15 methods), no driver function over 60 lines, only the
+fleet and the learner client call components by method name, and no test reaches into the Trainer's privates."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "moozi"
+CALLERS = {"fleet.py", "learner_client.py", "distributed.py", "backend.py"}  # who may write backend.call(
+
+
+def test_no_file_over_600_lines():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, long
+
+
+def test_the_trainer_keeps_wiring_and_run():
+    path = SRC / "driver" / "trainer.py"
+    assert len(path.read_text().splitlines()) <= 300
+    trainer = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    methods = [n.name for n in trainer.body if isinstance(n, ast.FunctionDef)]
+    assert len(methods) <= 15, methods
+
+
+def test_no_driver_function_over_60_lines():
+    long = {}
+    for path in (SRC / "driver").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long[f"{path.name}:{node.name}"] = node.end_lineno - node.lineno + 1
+    assert not long, long
+
+
+def test_only_the_fleet_and_the_learner_client_name_component_methods():
+    found = [p.name for p in (SRC / "driver").glob("*.py") if "backend.call(" in p.read_text() and p.name not in CALLERS]
+    assert not found, found
+
+
+def test_no_test_touches_a_private_member_of_the_trainer():
+    private = re.compile(r"\btrainer\._[a-z]")
+    found = [f"{p.name}:{i}" for p in (ROOT / "tests").glob("*.py") if p.name != Path(__file__).name
+             for i, line in enumerate(p.read_text().splitlines(), 1) if private.search(line)]
+    assert not found, found
