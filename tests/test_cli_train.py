@@ -110,10 +110,33 @@ def test_evaluation_commands_with_a_run(ttt_run, tmp_path, monkeypatch, capsys):
     assert main(["ratings", str(pool), "--anchor", "perfect"]) == 0
     assert "perfect" in capsys.readouterr().out
 
+    import glob
+    import tempfile
+
+    left = set(glob.glob(f"{tempfile.gettempdir()}/moozi-eval-*"))
     assert main(["eval", str(ttt_run), "--opponent", "os-mcts-10", "--games", "4"]) == 0
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert r["opponent"] == "os-mcts-10" and r["games"] == 4 and r["games_as_first_seat"] == 2
     assert r["wins"] + r["draws"] + r["losses"] == 4 and "low" in r["score"] and r["match"]["a"]["kind"] == "mcts"
+    # The same shape as against random (issue 48): the checkpoint folder, its env steps; no folder left behind.
+    assert "/checkpoints/step_" in r["checkpoint"] and r["env_steps"] > 0
+    assert set(glob.glob(f"{tempfile.gettempdir()}/moozi-eval-*")) == left
+    # One network, one id: the run's identity, however its path is typed; the printed player builds it again.
+    import os
+
+    a = r["match"]["a"]
+    assert a["id"].startswith(f"mcts:{ttt_run.name}-") and str(ttt_run.parent) not in a["id"]
+    cwd = os.getcwd()
+    try:
+        os.chdir(ttt_run.parent)
+        assert main(["match", f"./{ttt_run.name}", "random", "--pairs", "1", "--records", str(tmp_path / "m.jsonl"),
+                     "--json"]) == 0
+    finally:
+        os.chdir(cwd)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["a"]["id"] == a["id"]
+    assert main(["match", a["player"], "random", "--pairs", "1", "--records", str(tmp_path / "m.jsonl"),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["a"]["id"] == a["id"]
 
     monkeypatch.setattr("sys.stdin", io.StringIO("moozi-analyze\ngenmove b\nlegal_moves\nquit\n"))
     assert main(["gtp", str(ttt_run)]) == 0
@@ -170,3 +193,24 @@ def test_tournaments_during_training(ttt_run, tmp_path, capsys):
     assert main(["train", "--preset", "cartpole", "--run-dir", str(tmp_path / "cp"), "--minutes", "0.1",
                  "tournament.every_checkpoints=1"]) == 2
     assert "needs a two-player game" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_cleanly_says_where_and_resume_says_from_where(tmp_path, capsys, monkeypatch):
+    """Ctrl-C (here: a stop requested as the run starts) ends with the final checkpoint named, how to go on, and
+    exit code 130; the JSON summary is a line of its own; --resume says at which update it continues."""
+    from moozi.driver.budget import Budget
+
+    start = Budget.start
+
+    def interrupted(self, *args):
+        start(self, *args)
+        self.stop_requested = True  # what the SIGINT handler does
+
+    monkeypatch.setattr(Budget, "start", interrupted)
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 130
+    out, err = capsys.readouterr()
+    assert "stopped at update 0; the final checkpoint is" in err and f"moozi train --resume {run}" in err
+    assert json.loads(out.strip().splitlines()[-1])["run_dir"] == str(run)
+    assert main(["train", "--resume", str(run)]) == 130
+    assert f"resuming {run} at update 0 (" in capsys.readouterr().err

@@ -97,7 +97,7 @@ def test_a_dead_worker_is_restarted_and_its_segment_lost(tmp_path):
     finally:
         trainer.close()
     assert counters["restarts"] == 1
-    assert trainer.slots["actor_1"].incarnation == 1
+    assert trainer.fleet.slots["actor_1"].incarnation == 1
     assert counters["env_steps"] >= 96 and counters["updates"] > 0
     # every stored episode is whole: replay validates first == 0 and last == length - 1 on insert
     rows = read_metrics(tmp_path / "run")
@@ -142,8 +142,8 @@ def test_a_learner_death_restores_the_learner_once_and_restarts_no_worker(tmp_pa
         trainer.close()
     assert backend.calls > 2  # the new learner was asked again after the restore
     assert counters["restarts"] == 1
-    assert all(sl.incarnation == 0 for sl in trainer.slots.values()), {n: sl.incarnation for n, sl in
-                                                                       trainer.slots.items()}
+    assert all(sl.incarnation == 0 for sl in trainer.fleet.slots.values()), {n: sl.incarnation for n, sl in
+                                                                       trainer.fleet.slots.items()}
     assert counters["env_steps"] >= 320 and counters["updates"] > 0
     assert "apply_reanalyzed" in backend.after  # reanalysis went on with the restored learner
 

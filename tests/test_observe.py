@@ -15,8 +15,9 @@ from PIL import Image
 from moozi.cli import main
 from moozi.envs.contract import EnvSpec
 from moozi.observe.gif import caption, episode_frames, tensorboard_strip, write_gif
-from moozi.observe.render import cubehelix, kind_of, render
+from moozi.observe.render import PLAYER_COLOURS, cubehelix, kind_of, render
 from moozi.types import Trajectory
+from moozi.workers import agent_return
 from tests.test_train_smoke import TINY
 
 
@@ -74,12 +75,34 @@ def _trajectory(n=4, two_player=False):
 
 def test_captions_golden():
     spec = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
-    traj = _trajectory(two_player=True)
-    # step 1: the reward that arrived with it, v*, the game's action index (stored index 2 -> action 1)
-    assert caption(spec, traj, 1, agent_seat=0) == ["step 1/3  r +0  player 1 (opponent)", "action 1"]
-    assert caption(spec, traj, 2, agent_seat=0) == ["step 2/3  r +0  player 0 (agent)", "v* +0.5  action 2"]
-    assert caption(spec, traj, 1) == ["step 1/3  r +0  player 1", "v* +0.5  action 1"]  # self-play: both search
-    assert caption(spec, traj, 3, agent_seat=0) == ["step 3/3  r +1  player 1 (opponent)", "end of episode"]
+    traj = _trajectory(two_player=True)  # player 0 moves first; the last move (step 2) wins
+    # step 1: who is to move, v*, the game's action index (stored index 2 -> action 1), whose reward r_1 is
+    assert caption(spec, traj, 1, agent_seat=0) == ["step 1/3  opponent to move", "action 1", "r +0 to agent"]
+    assert caption(spec, traj, 2, agent_seat=0) == ["step 2/3  agent to move", "v* +0.500  action 2",
+                                                    "r +0 to opponent"]
+    assert caption(spec, traj, 1) == ["step 1/3  second player to move", "v* +0.500  action 1",
+                                      "r +0 to first player"]  # self-play: both search
+    assert caption(spec, traj, 3, agent_seat=0) == ["step 3/3  end of episode", "", "r +1 to agent"]
+    assert caption(spec, traj, 0, agent_seat=1) == ["step 0/3  opponent to move", "action 0", ""]
+    single = _spec("minatar:breakout", (10, 10, 4))
+    assert caption(single, _trajectory(), 3) == ["step 3/3  r +1", "end of episode"]
+
+
+def test_captions_and_colours_follow_the_order_of_play_not_the_player_id():
+    """pgx draws which player id moves first: with player 1 first and the agent in seat 0, the agent is player 1
+    (issue 48: the captions compared the seat with the id, so half the games named the wrong side)."""
+    spec = _spec("pgx:tic_tac_toe", (3, 3, 2), two_player=True, actions=9)
+    traj = _trajectory(two_player=True).replace(to_play=np.array([1, 0, 1, 0], np.int32))
+    assert caption(spec, traj, 0, agent_seat=0)[0] == "step 0/3  agent to move"
+    assert caption(spec, traj, 2, agent_seat=0)[1] == "v* +0.500  action 2"  # the agent's move carries its search
+    assert caption(spec, traj, 3, agent_seat=0)[2] == "r +1 to agent"  # the winner's reward on the winner
+    assert agent_return(traj, 0, True) == 1.0 and agent_return(traj, 1, True) == -1.0
+    frame = np.zeros((3, 3, 2), np.float32)
+    frame[0, 0, 0] = 1  # pgx: plane 0 holds the pieces of the player to move
+    red = render(spec, frame, to_play=1, first_player=1)[26, 26]  # the first mover to move: its piece
+    assert tuple(red) == tuple(PLAYER_COLOURS[0])
+    blue = render(spec, frame, to_play=0, first_player=1)[26, 26]  # the second mover to move: its piece
+    assert tuple(blue) == tuple(PLAYER_COLOURS[1])
 
 
 def test_gif_has_one_frame_per_step(tmp_path):
@@ -109,6 +132,8 @@ def test_training_records_test_episodes(cartpole_run):
     with Image.open(gifs[0]) as im:
         assert im.n_frames >= 2
     assert "moozi train --preset cartpole" in (cartpole_run / "commands.txt").read_text()
+    log = (cartpole_run / "train.log").read_text()  # the progress is in the log too (a run without a terminal)
+    assert "progress: status" in log and "without a time limit" in log and "None minutes" not in log
     machines = [json.loads(line) for line in (cartpole_run / "machines.jsonl").read_text().splitlines()]
     assert len(machines) == 1 and machines[0]["cores"] >= 1 and machines[0]["jax"] and machines[0]["devices"]
     assert "on " + machines[0]["cpu"] in (cartpole_run / "train.log").read_text()

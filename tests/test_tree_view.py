@@ -106,4 +106,9 @@ def test_tree_command_on_a_barely_trained_model(ttt_run, capsys):
     assert main(["tree", str(ttt_run), "--episode-step", "2"]) == 0
     assert len(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["moves"]) == 2
     assert main(["tree", str(ttt_run), "--position", "0 0"]) == 2
-    assert "move 0 is not legal here" in capsys.readouterr().err
+    assert "move 2 of the position, '0', is not legal there" in capsys.readouterr().err
+    # The game's notation in, the game's notation out, the position drawn (issue 48)
+    assert main(["tree", str(ttt_run), "--position", "x(0,0) o(1,0)", "--simulations", "8"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    svg = open(result["svg"]).read()
+    assert result["moves"] == [0, 3] and "after [x(0,0) o(1,0)]" in svg and "data:image/png;base64," in svg

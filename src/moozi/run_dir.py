@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,30 @@ from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints,
 from moozi.config import Config, ConfigError, config_from_dict
 
 BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best), or best-gated
+IDENTITY = "run.json"  # the run's identity, written when it starts: {"id": ...}
+
+
+def new_identity(run_dir: Path | str) -> str:
+    """Give a new run its identity (its folder's name at creation and 6 random hex digits) in ``run.json``;
+    the id stays when the folder is moved or renamed, and does not depend on how its path is typed."""
+    run_dir = Path(run_dir)
+    run_id = f"{run_dir.resolve().name}-{secrets.token_hex(3)}"
+    (run_dir / IDENTITY).write_text(json.dumps({"id": run_id}) + "\n")
+    return run_id
+
+
+def run_identity(run_dir: Path | str) -> str:
+    """A run's identity (see :func:`new_identity`). A run written before identities existed is named by its
+    config (``run-`` and the first 8 hex digits of config.yaml's sha256), which is as stable."""
+    run_dir = Path(run_dir)
+    try:
+        return str(json.loads((run_dir / IDENTITY).read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "run-" + hashlib.sha256((run_dir / "config.yaml").read_bytes()).hexdigest()[:8]
+
+
+def is_run_dir(path: Path | str) -> bool:
+    return (Path(path) / "config.yaml").is_file()
 
 
 def load_run_config(run_dir: Path | str) -> Config:
@@ -39,7 +66,8 @@ def find_checkpoint(run_dir: Path | str, which: str = "latest") -> Path | None:
                                   "once the run has testing.best_window tests with testing.keep_best = true, or at its first "
                                   "checkpoint with gating.every_checkpoints > 0")
         return root / BEST_DIR / checkpoint_name(found[-1].step)
-    steps = {c.step: root / checkpoint_name(c.step) for c in list_checkpoints(root)}
+    steps = {c.step: root / BEST_DIR / checkpoint_name(c.step) for c in list_checkpoints(root / BEST_DIR)}
+    steps.update({c.step: root / checkpoint_name(c.step) for c in list_checkpoints(root)})  # best's copy if pruned
     if not str(which).isdigit() or int(which) not in steps:
         raise CheckpointError(f"--checkpoint {which}: allowed latest, best or one of the kept update counts "
                               f"{sorted(steps)} (in {root})")
@@ -83,6 +111,7 @@ class TrainedRun:
     model: the network the config describes.
     params: the published params of the checkpoint (numpy).
     meta: the checkpoint's metadata (``counters``, ``path``, ...).
+    env: the game, still open, when :func:`open_run` was asked to keep it (the caller closes it); else None.
     """
 
     run_dir: Path
@@ -91,6 +120,7 @@ class TrainedRun:
     model: Any
     params: Any
     meta: dict
+    env: Any = None
 
     @property
     def updates(self) -> int:
@@ -98,17 +128,22 @@ class TrainedRun:
         return int(self.meta["counters"]["updates"])
 
 
-def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | None = None) -> TrainedRun:
+def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | None = None,
+             keep_env: bool = False) -> TrainedRun:
     """Open a trained run at ``checkpoint`` (``latest``, ``best`` or an update count; see :func:`find_checkpoint`).
 
     ``config`` replaces the run's own (a view that changes, say, the test planner's simulations); the params
-    must still fit its model.
+    must still fit its model. ``keep_env``: leave the game open in ``TrainedRun.env`` (a caller that plays it).
     """
     from moozi.parts import build_parts
 
     config = load_run_config(run_dir) if config is None else config
     env, model = build_parts(config)
-    spec = env.spec
-    env.close()
-    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
-    return TrainedRun(Path(run_dir), config, spec, model, params, meta)
+    try:
+        params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
+    except BaseException:
+        env.close()
+        raise
+    if not keep_env:
+        env.close()
+    return TrainedRun(Path(run_dir), config, env.spec, model, params, meta, env if keep_env else None)

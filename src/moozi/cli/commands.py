@@ -31,7 +31,8 @@ def _match(args: argparse.Namespace) -> int:
                                                  args.margin, args.threshold)
     _log_console()
     result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
-                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate)
+                       seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate,
+                       modules=args.modules)
     if args.json:
         print(json.dumps(result))
     else:
@@ -45,7 +46,8 @@ def _match_table(r: dict) -> str:
         return f"{_num(i['value'], scale, digits)} [{_num(i['low'], scale, digits)}, {_num(i['high'], scale, digits)}]"
 
     lines = [
-        f"{r['game']}: {r['games']} games ({r['pairs']} pairs, {r['opening_plies']} random opening plies, "
+        f"{r['game']}: {_count(r['games'], 'game')} ({_count(r['pairs'], 'pair')}, "
+        f"{_count(r['opening_plies'], 'random opening ply', 'random opening plies')}, "
         f"seed {r['seed']})",
         f"A = {r['a']['id']}",
         f"B = {r['b']['id']}",
@@ -62,9 +64,15 @@ def _match_table(r: dict) -> str:
     if "gate" in r:
         g = r["gate"]
         detail = (f"LLR {g['llr']:.2f} in [{g['bounds'][0]:.2f}, {g['bounds'][1]:.2f}]" if g["method"] == "sprt"
-                  else f"{g['pairs_used']} pairs")
-        lines.append(f"gate ({g['method']}): {g['decision'].upper()} A after {g['pairs_used']} pairs; {detail}")
+                  else _count(g['pairs_used'], 'pair'))
+        verdict = {"accept": "A passes", "reject": "A fails", "undecided": "no decision on A"}.get(
+            g["decision"], g["decision"])
+        lines.append(f"gate ({g['method']}): {verdict} after {_count(g['pairs_used'], 'pair')}; {detail}")
     return "\n".join(lines)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def _num(x, scale, digits):
@@ -76,22 +84,22 @@ def _gtp(args: argparse.Namespace) -> int:
     from moozi.eval.gtp import GTPEngine
 
     _log_console()
-    game, kwargs, modules = game_of([args.player], args.game)
+    game, kwargs, modules = game_of([args.player], args.game, args.modules)
     GTPEngine(args.player, game, seed=args.seed, game_kwargs=kwargs, modules=modules).serve()
     return 0
 
 
 def _play(args: argparse.Namespace) -> int:
     from moozi.eval.arena import game_of
-    from moozi.eval.play import play_terminal
+    from moozi.eval.play import play_games
     from moozi.eval.players import make_player
     from moozi.eval.session import GameSession
 
     _log_console()
-    game, kwargs, modules = game_of([args.player], args.game)
+    game, kwargs, modules = game_of([args.player], args.game, args.modules)
     session = GameSession(game, make_player(args.player, game, args.seed, kwargs), args.seed, kwargs, modules)
     try:
-        play_terminal(session, 1 if args.second else 0)
+        play_games(session, 1 if args.second else 0)
     finally:
         session.close()
     return 0
@@ -128,19 +136,16 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _tree(args: argparse.Namespace) -> int:
     from moozi.config import ConfigError
+    from moozi.envs.notation import IllegalMove
     from moozi.observe.tree import view_position
 
-    moves = None
-    if args.position is not None:
-        try:
-            moves = [int(m) for m in args.position.replace(",", " ").split()]
-        except ValueError:
-            raise ConfigError(f"--position {args.position!r}: allowed environment action numbers separated by "
-                              "spaces, e.g. --position '4 0 8'") from None
     _log_console()
-    result = view_position(args.run_dir, moves=moves, episode_step=args.episode_step, checkpoint=args.checkpoint,
-                           seed=args.seed, threshold=args.threshold, out_dir=args.out_dir,
-                           simulations=args.simulations)
+    try:
+        result = view_position(args.run_dir, position=args.position, episode_step=args.episode_step,
+                               checkpoint=args.checkpoint, seed=args.seed, threshold=args.threshold,
+                               out_dir=args.out_dir, simulations=args.simulations)
+    except IllegalMove as err:
+        raise ConfigError(f"--position {args.position!r}: {err}") from None
     print(json.dumps(result))
     return 0
 

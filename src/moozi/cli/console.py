@@ -14,9 +14,16 @@ _interrupted = False
 
 
 class _Progress:
-    """Rich live display: what the run is doing, env steps, rates, last test return, health, time."""
+    """What the run is doing, env steps, rates, last test return, health, time.
 
-    def __init__(self, title: str, minutes, started: float):
+    On a terminal: a Rich live table on stderr. Without one (a pipe, a file, CI): one progress line on stderr
+    per ``LINE_EVERY_S`` seconds of metrics rows, as they come. Either way each row's line also goes to
+    train.log (``log``). ``tested_against``: the test games' opponent in two-player games (None: one player).
+    """
+
+    LINE_EVERY_S = 30.0
+
+    def __init__(self, title: str, minutes, started: float, tested_against: str | None = None):
         from rich.console import Console
         from rich.live import Live
 
@@ -25,45 +32,76 @@ class _Progress:
         self.started = started
         self.status = "starting: building the game and the model"
         self.counters, self.row, self.test = {}, {}, {}
+        self.tested_against = tested_against
+        self.stopping = lambda: False  # the trainer's stop request, once it exists
         self.console = Console(stderr=True)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=2, transient=False,
-                         get_renderable=self._render)
+        self.live = None
+        if self.console.is_terminal:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=2, transient=False,
+                             get_renderable=self._render)
+        self._last_line = -float("inf")
 
     def _render(self):
-        import time
-
         from rich.table import Table
 
-        counters, row, test = self.counters, self.row, self.test
         table = Table(title=self.title, show_header=False, box=None)
+        for name, value in self._fields():
+            table.add_row(name, value)
+        return table
+
+    def _fields(self) -> list[tuple[str, str]]:
+        import time
+
+        counters, row, test = self.counters, self.row, self.test
         fmt = lambda v, p=0: "-" if v is None else f"{v:,.{p}f}"  # noqa: E731
-        table.add_row("status", self.status)
-        table.add_row("env steps", fmt(counters.get("env_steps")))
-        table.add_row("env steps/s", fmt(row.get("perf/env_steps_per_s"), 1))
-        table.add_row("updates", fmt(counters.get("updates")))
-        table.add_row("updates/s", fmt(row.get("perf/updates_per_s"), 2))
-        table.add_row("episodes", fmt(counters.get("episodes")))
-        table.add_row("last test return", fmt(test.get("test/return_mean"), 2))
+        status = "stopping (Ctrl-C): finishing the epoch, then a checkpoint" if self.stopping() else self.status
+        against = f" (vs {self.tested_against})" if self.tested_against else ""
+        fields = [("status", status), ("env steps", fmt(counters.get("env_steps"))),
+                  ("env steps/s", fmt(row.get("perf/env_steps_per_s"), 1)), ("updates", fmt(counters.get("updates"))),
+                  ("updates/s", fmt(row.get("perf/updates_per_s"), 2)), ("episodes", fmt(counters.get("episodes"))),
+                  (f"last test return{against}", fmt(test.get("test/return_mean"), 2) if test else "- (no test yet)")]
         if "health/ok" in row:
-            table.add_row("health", "ok" if row["health/ok"] else "[yellow]not learning? see the warning above")
+            if not row.get("health/tests"):
+                fields.append(("health", "not judged yet (no test has run)"))
+            else:
+                fields.append(("health", "ok" if row["health/ok"] else "[yellow]not learning? see the warning above"))
         elapsed = time.monotonic() - self.started  # this invocation, the time --minutes limits
         limit = f" / {self.minutes * 60:.0f} s" if self.minutes else ""
         total = counters.get("wall_s")
-        table.add_row("time", f"{elapsed:,.0f} s{limit}" + (f" (run total {total:,.0f} s)" if total else ""))
-        return table
+        fields.append(("time", f"{elapsed:,.0f} s{limit}" + (f" (run total {total:,.0f} s)" if total else "")))
+        return fields
+
+    def line(self) -> str:
+        """The progress as one plain line (no terminal, and train.log)."""
+        import re
+
+        markup = re.compile(r"\[/?[a-z]+\]")  # Rich's colour tags
+        return "; ".join(f"{k} {markup.sub('', v)}" for k, v in self._fields())
 
     def __call__(self, counters, row, test):
+        import logging
+        import time
+
         self.counters, self.row, self.test = counters, row, test
         self.status = "training" if counters.get("updates") else "acting: filling replay before the first update"
+        logging.getLogger("moozi").info("progress: %s", self.line())
+        if self.live is None and time.monotonic() - self._last_line >= self.LINE_EVERY_S:
+            self._last_line = time.monotonic()
+            print(f"moozi: {self.line()}", file=sys.stderr, flush=True)
 
     def __enter__(self):
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
         return self
 
     def __exit__(self, exc_type, *rest):
+        if self.live is None:
+            return None
         if exc_type is not None:  # an error or Ctrl-C: leave its message alone on the console
             self.live.transient = True
-        return self.live.__exit__(exc_type, *rest)
+        out = self.live.__exit__(exc_type, *rest)
+        sys.stderr.flush()
+        return out
 
 
 def _user_error(err: BaseException) -> str | None:

@@ -12,10 +12,22 @@ from moozi.cli.parser import build_parser
 _NO_COMPILE = ("presets", "envs", "report")
 
 
+def parse_args(argv: list[str] | None):
+    """The command line parsed; KEY=VALUE overrides after an option (``--seed 3 a.b=1``) are overrides too."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = list(args.overrides) + extra
+        else:
+            parser.parse_args(argv)  # argparse's own message and exit code
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "simulations", None) is not None and args.simulations < 1:
         print("moozi: --simulations must be >= 1", file=sys.stderr)

@@ -21,9 +21,21 @@ from moozi.cli.demo import _demo
 from moozi.cli.train import _train, add_train_arguments
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("moozi")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="moozi", description="Command-line entry point: ``moozi <command>``.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="moozi", description="moozi learns to play games by planning with a learned model (MuZero family). "
+                                  "Start with `moozi demo`; `moozi COMMAND --help` says more.")
+    parser.add_argument("--version", action="version", version=f"moozi {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser("demo", help="train CartPole for two minutes, evaluate it and say what it learned "
                                        "(--search: search tic-tac-toe positions with the exact model instead)")
     demo.add_argument("--minutes", type=float, default=2.0, help="training time, compiling included (default 2)")
@@ -37,7 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("overrides", nargs="*", help="config overrides for the training, section.key=value")
     demo.set_defaults(func=_demo)
 
-    train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
+    train = sub.add_parser(
+        "train", help="train an agent from a preset, or resume a run",
+        description="Train an agent from a preset (`moozi presets` lists them), with KEY=VALUE overrides of its "
+                    "config, or continue a run with --resume. Without --minutes a run trains until "
+                    "schedule.max_env_steps (or forever); Ctrl-C stops it cleanly with a final checkpoint.",
+        epilog="examples:\n  moozi train --preset cartpole --minutes 2\n"
+               "  moozi train --preset tictactoe --minutes 5 --run-dir runs/ttt schedule.batch_size=128\n"
+               "  moozi train --resume runs/ttt --minutes 5",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_train_arguments(train)
     train.set_defaults(func=_train)
 
@@ -70,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
     match.add_argument("b", metavar="B", help="player B")
     match.add_argument("--game", default=None, help="the game (default: the game of the run among the players)")
+    match.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
+                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
+                          "repeatable")
     match.add_argument("--pairs", type=int, default=100, help="pairs of games (default 100)")
     match.add_argument("--opening-plies", type=int, default=2,
                        help="random plies played before the players take over, the same in both games of a pair "
@@ -100,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "commands, and the extensions moozi-game NAME and moozi-analyze. See docs/protocol.md.")
     gtp.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
     gtp.add_argument("--game", default=None, help="the game (default: the run's)")
+    gtp.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
+                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
+                          "repeatable")
     gtp.add_argument("--seed", type=int, default=0)
     gtp.set_defaults(func=_gtp)
 
@@ -111,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--first", action="store_true", help="you move first (default)")
     side.add_argument("--second", action="store_true", help="you move second")
     play.add_argument("--game", default=None, help="the game (default: the run's)")
+    play.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
+                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
+                          "repeatable")
     play.add_argument("--seed", type=int, default=0)
     play.set_defaults(func=_play)
 
@@ -147,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "and the game disagree. Prints one JSON line.")
     tree.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
     where = tree.add_mutually_exclusive_group()
-    where.add_argument("--position", metavar="MOVES", help="environment actions from the start, e.g. '4 0 8' "
-                                                            "(default: the start)")
+    where.add_argument("--position", metavar="MOVES",
+                       help="moves from the start in the game's notation or as action indices, e.g. "
+                            "\"x(1,1) o(0,0)\" or '4 0 8' (default: the start)")
     where.add_argument("--episode-step", type=int, metavar="N",
                        help="the position after N moves of the test planner's own greedy game")
     tree.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")

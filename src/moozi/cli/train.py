@@ -14,7 +14,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", help="preset name (see `moozi presets`) or path to a preset YAML file")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its newest good checkpoint")
     parser.add_argument("--run-dir", help="run directory (default runs/PRESET-TIMESTAMP)")
-    parser.add_argument("--minutes", type=float, default=None, help="stop cleanly after M minutes, with a final checkpoint")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="stop cleanly after M minutes, with a final checkpoint (default: no time limit)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
     parser.add_argument("--backend", choices=["local", "ray"], default=None,
                         help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
@@ -83,16 +84,28 @@ def _train(args: argparse.Namespace) -> int:
     with progress:
         try:
             trainer = Trainer(config, run_dir, resume=resume, progress=progress)
+            progress.stopping = lambda: trainer.budget.stop_requested
+            progress.tested_against = f"{config.testing.opponent} player" if trainer.spec.two_player else None
             _record_command(run_dir, args.argv)
+            if resume:
+                c = trainer.counters
+                progress.console.print(f"moozi: resuming {run_dir} at update {c['updates']:,} ({c['env_steps']:,} "
+                                       f"env steps, {c['wall_s'] / 60:.1f} min trained)", soft_wrap=True)
             _check_interrupted()
             progress.status = "compiling the acting and learning steps (the first epoch)"
             counters = trainer.run(minutes=args.minutes, started=started)
+            progress.status = "stopped by Ctrl-C" if trainer.budget.stop_requested else "done"
         finally:
             if trainer is not None:
                 trainer.close()
+    sys.stderr.flush()
+    interrupted = trainer.budget.stop_requested
+    if interrupted:  # a clean stop: say where it is and how to go on
+        print(f"moozi: stopped at update {counters['updates']:,}; the final checkpoint is {trainer.last_checkpoint}; "
+              f"continue with: moozi train --resume {run_dir}", file=sys.stderr, flush=True)
     summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
-    print(json.dumps(summary))
-    return 0
+    print(json.dumps(summary), flush=True)
+    return 130 if interrupted else 0
 
 
 def _record_command(run_dir, argv: list[str]) -> None:

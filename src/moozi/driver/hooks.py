@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from moozi.checkpoint import CheckpointError
-from moozi.parts import build_parts
 from moozi.run_dir import BEST_DIR
 
 log = logging.getLogger("moozi")
@@ -113,14 +112,12 @@ class CheckpointHooks:
 
     def _keep_gated(self, updates: int, gate: dict) -> None:
         """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's result."""
-        from moozi.run_dir import load_params
+        from moozi.run_dir import open_run
 
         try:
-            env, model = build_parts(self.config)
-            env.close()
-            params, meta = load_params(self.run_dir, model, checkpoint=str(updates))
-            self.save_best({"params": params, "version": int(meta.get("version", 0))},
-                          {"counters": meta["counters"], "gate": gate, "config": self.config_dict})
+            opened = open_run(self.run_dir, str(updates), self.config)
+            self.save_best({"params": opened.params, "version": int(opened.meta.get("version", 0))},
+                          {"counters": opened.meta["counters"], "gate": gate, "config": self.config_dict})
         except (CheckpointError, OSError) as e:
             log.warning("the gated params (update %d) were not kept as best: %s", updates, e)
             return

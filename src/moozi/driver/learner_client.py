@@ -49,7 +49,7 @@ class LearnerClient:
         self.generation += 1
         self._stats_request = None
         log.warning("the learner died (%s); restoring it from the last checkpoint", error)
-        self.kill()
+        self.close()
         self.handle = self._spawn()
         self._placed([self.handle])
         self._on_restored()
@@ -75,7 +75,7 @@ class LearnerClient:
             self.recover(e, generation)
             return if_dead
 
-    def kill(self) -> None:
+    def close(self) -> None:
         try:
             self.backend.kill(self.handle)
         except Exception:  # already gone

@@ -39,6 +39,7 @@ from moozi.observe.health import HealthWatch
 from moozi.observe.machine import machine_line, record_machine
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
+from moozi.run_dir import new_identity
 
 log = logging.getLogger("moozi")
 
@@ -70,8 +71,7 @@ class Trainer:
       config: the whole run's configuration.
       run_dir: where config, metrics, logs, TensorBoard events and checkpoints go.
       resume: continue from the newest good checkpoint in ``run_dir``.
-      progress: optional callback ``(counters, last_row, last_test)`` called with
-        every metrics row (the CLI's progress display).
+      progress: optional callback ``(counters, last_row, last_test)`` called with every metrics row (the CLI's).
       backend: hosts the components (default: the one ``distributed.backend`` names).
     """
 
@@ -91,6 +91,7 @@ class Trainer:
         setup_logging(self.run_dir)
         if not resume:
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+            new_identity(self.run_dir)
         self.backend = backend if backend is not None else make_backend(config, self.run_dir)
         self._config_dict = to_dict(config)
         remote = not isinstance(self.backend, LocalBackend)
@@ -99,7 +100,7 @@ class Trainer:
             self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
             self.fleet = Fleet(self.backend, config, self._config_dict, self.run_dir, versions() if remote else None,
                                self.counters)
-            self.slots = self.fleet.slots
+            self.last_checkpoint: Path | None = None  # the newest checkpoint this Trainer wrote
             self._wire(resume, remote, progress)
         except BaseException:
             self.close()
@@ -147,10 +148,9 @@ class Trainer:
 
     def close(self) -> None:
         """Stop every component and the backend (no process of the run stays behind)."""
-        if getattr(self, "fleet", None) is not None:
-            self.fleet.close()
-        if getattr(self, "learner_client", None) is not None:
-            self.learner_client.kill()
+        for part in (getattr(self, "fleet", None), getattr(self, "learner_client", None)):
+            if part is not None:
+                part.close()
         if getattr(self, "backend", None) is not None:
             self.backend.shutdown()
 
@@ -187,6 +187,7 @@ class Trainer:
             log.warning("the learner died while writing a checkpoint: it was restored from the last one instead")
             return None
         path, cost = Path(saved["path"]), saved["metrics"]
+        self.last_checkpoint = path
         if not self.metrics.closed:  # a row of its own, with the counters (a save after run() writes none)
             self.metrics.write({**cost, **{k: c[k] for k in ("env_steps", "updates", "epochs", "episodes", "wall_s")}},
                                step=c["env_steps"])
@@ -241,8 +242,9 @@ class Trainer:
         if self.config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
             log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
                         "schedule.max_env_steps): the learning rate stays at its peak")
-        log.info("training %s for %s minutes (%s schedule, %s backend, %d training workers)", self.config.env.name,
-                 minutes, s.kind, self.backend.name, self.config.distributed.train_workers)
+        log.info("training %s %s (%s schedule, %s backend, %d training workers)", self.config.env.name,
+                 "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind,
+                 self.backend.name, self.config.distributed.train_workers)
         log.info("on %s", machine_line(record_machine(self.run_dir)))
         restore_handlers = self.budget.install_stop_handlers()
         row: dict = {}
@@ -275,10 +277,8 @@ class Trainer:
         if self.budget.stop_requested:
             log.info("stop requested: finishing with a checkpoint")
             return True
-        if self.budget.out_of_time():
-            return True
         s = self.config.schedule
-        return s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps
+        return self.budget.out_of_time() or (s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps)
 
     def _after_row(self, row: dict) -> None:
         """Between two results: a metrics row when one is due, a checkpoint when one is due."""

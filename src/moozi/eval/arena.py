@@ -183,8 +183,8 @@ def summarize(records: list[GameRecord], spec_a: dict, spec_b: dict, clocks: dic
 
 
 def _finite(x: float):
-    """JSON has no infinity: +-inf (an Elo of a perfect score) becomes a string."""
-    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+    """JSON has no infinity: +-inf (an Elo of a perfect score) becomes a string; -0.0 prints as 0.0."""
+    return x + 0.0 if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
 def write_records(path, records: list[GameRecord], a_id: str, b_id: str, meta: dict | None = None) -> None:
@@ -196,34 +196,45 @@ def write_records(path, records: list[GameRecord], a_id: str, b_id: str, meta: d
             f.write(json.dumps(r.to_json(a_id, b_id)) + "\n")
 
 
-def game_of(players: list[str], game: str | None) -> tuple[str, dict, tuple]:
+def game_of(players: list[str], game: str | None, modules=()) -> tuple[str, dict, tuple]:
     """``(game name, bridge kwargs, modules)``: ``game`` when given, else the game the first run among ``players``
-    was trained on; every run must be of that game."""
+    was trained on; every run must be of that game. ``modules``: the user's game modules, imported first (a run
+    adds its own ``env.modules``)."""
     from pathlib import Path
 
     from moozi.config import ConfigError
+    from moozi.envs.pool import import_modules
+    from moozi.envs.registry import list_envs
     from moozi.eval.players import parse_player
+    from moozi.eval.players.registry import BUILTIN, is_builtin, run_of
     from moozi.run_dir import load_run_config
 
+    import_modules(list(modules))
     found = None
     for text in players:
         head = parse_player(text)[0]
-        for prefix in ("prior:", "az:"):
-            head = head[len(prefix):] if head.startswith(prefix) else head
-        run = head.partition("@")[0]
-        if (Path(run) / "config.yaml").is_file():
-            env = load_run_config(run).env
-            if found is None:
-                found = (env.name, dict(env.kwargs), tuple(env.modules))
-            elif env.name != found[0]:
-                raise ConfigError(f"the players' runs are of different games ({found[0]}, {env.name})")
+        if is_builtin(head):
+            continue
+        run = run_of(head)[1].partition("@")[0]
+        if not (Path(run) / "config.yaml").is_file():
+            why = "no such folder" if not Path(run).exists() else "no config.yaml in it"
+            raise ConfigError(f"player {text!r}: {run} is not a run directory ({why}), nor a built-in player "
+                              f"({', '.join(BUILTIN)})")
+        env = load_run_config(run).env
+        if found is None:
+            found = (env.name, dict(env.kwargs), tuple(env.modules))
+        elif env.name != found[0]:
+            raise ConfigError(f"the players' runs are of different games ({found[0]}, {env.name})")
     if game is None:
         if found is None:
             raise ConfigError("--game is needed when neither player is a run directory (e.g. --game pgx:connect_four)")
-        return found
+        return found[0], found[1], tuple(modules) + found[2]
     if found is not None and found[0] != game:
         raise ConfigError(f"--game {game}, but the players' run was trained on {found[0]}")
-    return (game, {}, ()) if found is None else found
+    if found is None and not modules and game.split(":", 1)[0] not in {n.split(":", 1)[0] for n in list_envs()}:
+        raise ConfigError(f"--game {game}: no game of that name is registered; a game of your own needs "
+                          "--module MODULE (the file that registers it, e.g. --module my_game)")
+    return (game, {}, tuple(modules)) if found is None else (found[0], found[1], tuple(modules) + found[2])
 
 
 def play_gated(player_a, player_b, pool, gate: dict, max_pairs: int, opening_plies: int, seed: int):
@@ -276,7 +287,7 @@ def _pair_scores(records: list[GameRecord]) -> list[float]:
 
 def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening_plies: int = 2, seed: int = 0,
               batch: int = 256, records: str | None = None, pool_file: str | None = None,
-              gate: dict | None = None) -> dict:
+              gate: dict | None = None, modules: tuple = ()) -> dict:
     """``moozi match``: build both players and the game, play (until ``gate`` decides, with one), write the
     records; the summary."""
     import datetime
@@ -294,7 +305,7 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
     if gate is not None and pool_file:
         raise ConfigError("--gate with --pool: gating games are chosen by a stopping rule, so they never enter a "
                           "rating pool; play a separate match for ratings")
-    name, kwargs, modules = game_of([a, b], game)
+    name, kwargs, modules = game_of([a, b], game, modules)
     import_modules(modules)
     size = max(2, min(2 * pairs, batch - batch % 2))
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import numpy as np
 
 from moozi.config import ConfigError
 from moozi.parts import build_parts
-from moozi.run_dir import load_params, load_run_config
+from moozi.run_dir import load_run_config, open_run
 from moozi.workers import agent_return, make_actor, play_games
 
 
@@ -28,30 +28,32 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     """
     from moozi.eval.perfect import make_opponent
 
-    config = load_run_config(run_dir)
-    env, model = build_parts(config)
-    two_player = env.spec.two_player
-    opp = None
-    if two_player:
-        try:
-            opp = make_opponent(opponent, config.env.name, path=env.spec.path)
-        except ValueError as err:
-            raise ConfigError(f"--opponent {opponent}: {err}") from err
-    elif opponent != "random":
-        logging.getLogger("moozi").warning("%s is a single-player game: --opponent %s is ignored",
-                                           config.env.name, opponent)
-    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
-    num_envs = min(games, 128)
-    if two_player and num_envs % 2:
-        num_envs = max(num_envs - 1, 2)
-    actor = make_actor(config, env, model, "test", jax.random.key(seed), seed=seed ^ 0x5EED, num_envs=num_envs,
-                       opponent=opp, record_frames=record_frames)
+    run = open_run(run_dir, checkpoint, keep_env=True)
+    config, env = run.config, run.env
     try:
-        actor.set_params(0, params)
-        results = play_games(actor, games)
+        two_player = env.spec.two_player
+        opp = None
+        if two_player:
+            try:
+                opp = make_opponent(opponent, config.env.name, path=env.spec.path)
+            except ValueError as err:
+                raise ConfigError(f"--opponent {opponent}: {err}") from err
+        elif opponent != "random":
+            logging.getLogger("moozi").warning("%s is a single-player game: --opponent %s is ignored",
+                                               config.env.name, opponent)
+        num_envs = min(games, 128)
+        if two_player and num_envs % 2:
+            num_envs = max(num_envs - 1, 2)
+        actor = make_actor(config, env, run.model, "test", jax.random.key(seed), seed=seed ^ 0x5EED,
+                           num_envs=num_envs, opponent=opp, record_frames=record_frames)
+        try:
+            actor.set_params(0, run.params)
+            results = play_games(actor, games)
+        finally:
+            actor.close()
     finally:
-        actor.close()
         env.close()
+    meta = run.meta
     return (config, two_player, results, meta, env.spec) if with_spec else (config, two_player, results, meta)
 
 
@@ -105,17 +107,22 @@ def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint
     import tempfile
     from pathlib import Path
 
+    from moozi.checkpoint import load_checkpoint
     from moozi.eval.arena import run_match
+    from moozi.run_dir import find_checkpoint
 
     if games < 2:
         raise ConfigError(f"--games {games}: an arena opponent plays pairs, so at least 2")
-    records = Path(tempfile.mkdtemp(prefix="moozi-eval-")) / "games.jsonl"
-    m = run_match(f"{run_dir}@{checkpoint}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
-                  records=str(records))
+    with tempfile.TemporaryDirectory(prefix="moozi-eval-") as folder:  # the records are not kept
+        m = run_match(f"{run_dir}@{checkpoint}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
+                      records=str(Path(folder) / "games.jsonl"))
+    m.pop("records", None)
     first, second = m["a_first"], m["a_second"]
+    path = find_checkpoint(run_dir, str(m["a"]["updates"]))
+    counters = load_checkpoint(path, parts=[])[1]["counters"]
     return {
-        "run_dir": str(run_dir), "env": m["game"], "opponent": m["b"]["id"], "games": m["games"],
-        "checkpoint": m["a"]["source"], "updates": m["a"]["updates"],
+        "run_dir": str(run_dir), "env": m["game"], "opponent": opponent, "games": m["games"],
+        "checkpoint": str(path), "updates": int(counters["updates"]), "env_steps": int(counters["env_steps"]),
         "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
         "games_as_first_seat": sum(first.values()), "losses_as_first_seat": first["losses"],
         "losses_as_second_seat": second["losses"], "score": m["score"], "elo": m["elo"], "match": m,

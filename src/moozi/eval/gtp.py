@@ -26,6 +26,7 @@ with its search share, prior, and the value).
 
 from __future__ import annotations
 
+import math
 import sys
 
 from moozi.eval.session import GameSession, IllegalMove
@@ -58,7 +59,7 @@ class GTPEngine:
             "list_commands": lambda a: "\n".join(sorted(self.handlers)),
             "quit": self._quit,
             "boardsize": self._boardsize,
-            "komi": lambda a: "",
+            "komi": self._komi,
             "clear_board": self._clear,
             "play": self._play,
             "genmove": self._genmove,
@@ -152,6 +153,8 @@ class GTPEngine:
         if len(args) != 1:
             raise GTPError("genmove needs a colour")
         seat = self._colour(args[0])
+        if self.session.over:
+            return "pass"  # GTP's answer when there is no move to make
         self._check_turn(seat)
         self._budget(seat)
         legal_names = {m: self.session.move_name(m) for m in self.session.legal()}
@@ -182,15 +185,20 @@ class GTPEngine:
         return "0" if r == 0.5 else "B+1" if r == 1.0 else "W+1"
 
     def _time_settings(self, args):
-        if len(args) != 3 or not all(a.lstrip("-").replace(".", "", 1).isdigit() for a in args):
+        if len(args) != 3 or any(_number(a) is None for a in args):
             raise GTPError("time_settings needs main_time byo_yomi_time byo_yomi_stones")
         self.time["settings"] = [float(a) for a in args]
         return ""
 
     def _time_left(self, args):
-        if len(args) != 3:
-            raise GTPError("time_left needs a colour, a time and a stone count")
-        self.time[self._colour(args[0])] = (float(args[1]), int(args[2]))
+        if len(args) != 3 or _number(args[1]) is None or not args[2].isdigit():
+            raise GTPError("time_left needs a colour, a time in seconds and a stone count, e.g. time_left b 30 0")
+        self.time[self._colour(args[0])] = (_number(args[1]), int(args[2]))
+        return ""
+
+    def _komi(self, args):
+        if len(args) != 1 or _number(args[0], allow_negative=True) is None:
+            raise GTPError("komi needs a number, e.g. komi 6.5 (accepted; no game here uses it)")
         return ""
 
     def _switch_game(self, args):
@@ -214,6 +222,15 @@ class GTPEngine:
         for m in a["moves"]:
             lines.append(f"{self.session.move_name(m['action'])} policy {m['policy']:.3f} prior {m['prior']:.3f}")
         return "\n".join(lines)
+
+
+def _number(text: str, allow_negative: bool = False) -> float | None:
+    """``text`` as a finite number (>= 0 unless ``allow_negative``), else None."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and (allow_negative or x >= 0) else None
 
 
 def _version() -> str:

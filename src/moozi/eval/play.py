@@ -16,6 +16,24 @@ from moozi.eval.session import GameSession, IllegalMove
 HELP = "a move (e.g. {example}), legal, undo, hint, quit"
 
 
+def play_games(session: GameSession, human_seat: int, stdin=None, out=None) -> list[float]:
+    """Games until the person declines a rematch (sides swap each game); their scores."""
+    stdin = stdin or sys.stdin
+    out = out or sys.stdout
+    scores: list[float] = []
+    while True:
+        score = play_terminal(session, human_seat, stdin, out)
+        if score is None:
+            return scores
+        scores.append(score)
+        out.write(f"you have {sum(scores):g} of {len(scores)}. Again, with sides swapped? [y/N] ")
+        out.flush()
+        if stdin.readline().strip().lower() not in ("y", "yes"):
+            return scores
+        human_seat = 1 - human_seat
+        session.new_game()
+
+
 def play_terminal(session: GameSession, human_seat: int, stdin=None, out=None) -> float | None:
     """Play one game; returns the person's score (1, 0.5, 0), or None if they quit."""
     stdin = stdin or sys.stdin

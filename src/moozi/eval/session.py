@@ -15,10 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from moozi.config import ConfigError
-
-
-class IllegalMove(ValueError):
-    """A move that is not legal here, or text that names no move."""
+from moozi.envs.notation import IllegalMove, board_text, move_name, parse_move  # noqa: F401  (re-exported)
 
 
 class GameSession:
@@ -113,7 +110,15 @@ class GameSession:
         return parse_move(text, self.legal(), self._twin_state, self.spec.num_actions)
 
     def board(self) -> str:
-        """The position as text (OpenSpiel's drawing where there is one, else the moves so far)."""
+        """The position as text: OpenSpiel's drawing where there is one, else the game's own ``render()`` when it
+        draws text (a game of the user's), with the moves so far."""
+        if self._twin_state is None and hasattr(self.pool, "call"):
+            try:
+                picture = self.pool.call("render")[0]
+            except (AttributeError, NotImplementedError):
+                picture = None
+            if isinstance(picture, str) and picture.strip():
+                return picture.rstrip() + "\n" + board_text(None, self.moves)
         return board_text(self._twin_state, self.moves)
 
     def analyze(self) -> dict | None:
@@ -124,38 +129,3 @@ class GameSession:
 
     def close(self) -> None:
         self.pool.close()
-
-
-def move_name(twin_state, action: int) -> str:
-    """``action`` in the game's notation (``twin_state``: its OpenSpiel state, or None: the index)."""
-    if twin_state is not None and not twin_state.is_terminal():
-        return twin_state.action_to_string(twin_state.current_player(), int(action))
-    return str(int(action))
-
-
-def parse_move(text: str, legal: list[int], twin_state, num_actions: int) -> int:
-    """An action from the game's notation (with or without the mover's mark) or an action index."""
-    t = text.strip().lower()
-    if twin_state is not None and not twin_state.is_terminal():
-        names = {}
-        for a in legal + [a for a in range(num_actions) if a not in legal]:  # legal ones win ties
-            try:
-                name = move_name(twin_state, a).lower()
-            except Exception:  # OpenSpiel cannot name every index in every game
-                continue
-            names[name] = a
-            stripped = name.lstrip("xo")
-            names.setdefault(stripped, a)
-            names.setdefault(stripped.strip("()"), a)
-        if t in names:
-            return names[t]
-    if t.lstrip("-").isdigit():
-        return int(t)
-    raise IllegalMove(f"{text!r} names no move; legal: {' '.join(move_name(twin_state, a) for a in legal)}")
-
-
-def board_text(twin_state, moves: list[int]) -> str:
-    """The position as text: OpenSpiel's drawing where there is one, else the moves so far."""
-    if twin_state is not None:
-        return str(twin_state).rstrip()
-    return "moves: " + (" ".join(map(str, moves)) or "(none)")

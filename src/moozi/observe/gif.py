@@ -1,10 +1,11 @@
 """Episodes as animated GIFs: each frame drawn by :mod:`moozi.observe.render` with a caption.
 
-The caption of step ``t`` says what the agent saw and did there: the step, the
-reward that arrived with this observation (``r_t``), the search value ``v*_t``
-and the action chosen (``a_t``, the game's own action index); two-player games
-also say whose move it is (an opponent's move shows its action only). Pillow writes the GIF; TensorBoard gets the same
-frames as an image strip (:func:`tensorboard_strip`).
+The caption of step ``t`` says what happened there: the step, the search value ``v*_t`` and the action chosen
+(``a_t``, the game's own action index), and the reward that arrived with this observation (``r_t``). In a
+two-player game it also says who is to move and whose reward ``r_t`` is (the player who made the last move);
+players are named by seat, the order of play (:func:`moozi.workers.seats`), as agent and opponent when the
+agent's seat is known, and an opponent's move shows its action only. Pieces keep one colour per seat.
+Pillow writes the GIF; TensorBoard gets the same frames as an image strip (:func:`tensorboard_strip`).
 """
 
 from __future__ import annotations
@@ -16,25 +17,33 @@ import numpy as np
 from moozi.envs.contract import EnvSpec
 from moozi.observe.render import board_planes, kind_of, render
 from moozi.types import Trajectory
+from moozi.workers import seats
 
-CAPTION_PX = 30
+LINE_PX = 13
+SEAT_NAMES = ("first player", "second player")
 
 
 def caption(spec: EnvSpec, traj: Trajectory, t: int, agent_seat: int | None = None) -> list[str]:
-    """The two caption lines of step ``t`` (pure; see the module doc)."""
+    """The caption lines of step ``t`` (pure; see the module doc): two for one-player games, three for two."""
     last = int(traj.last)
     reward = float(np.asarray(traj.rewards)[t])
     value = float(np.asarray(traj.root_values)[t])
     action = int(np.asarray(traj.actions)[t]) - 1  # stored actions are augmented: 0 is the dummy
-    head = f"step {t}/{last}  r {reward:+.3g}"
-    searched = True
-    if spec.two_player:
-        mover = int(np.asarray(traj.to_play)[t])
-        who = "" if agent_seat is None else (" (agent)" if mover == agent_seat else " (opponent)")
-        head += f"  player {mover}{who}"
-        searched = agent_seat is None or mover == agent_seat  # the opponent's moves carry no search of ours
-    tail = "end of episode" if t == last else (f"v* {value:+.3g}  action {action}" if searched else f"action {action}")
-    return [head, tail]
+    searched = f"v* {value:+.3f}  action {action}"
+    if not spec.two_player:
+        return [f"step {t}/{last}  r {reward:+.3g}", "end of episode" if t == last else searched]
+    seat = seats(traj)
+
+    def name(s: int) -> str:
+        return SEAT_NAMES[s] if agent_seat is None else ("agent" if s == agent_seat else "opponent")
+
+    if t == last:
+        lines = [f"step {t}/{last}  end of episode", ""]
+    else:  # the opponent's moves carry no search of ours
+        ours = agent_seat is None or seat[t] == agent_seat
+        lines = [f"step {t}/{last}  {name(seat[t])} to move", searched if ours else f"action {action}"]
+    lines.append(f"r {reward:+.3g} to {name(seat[t - 1])}" if t > 0 else "")
+    return lines
 
 
 def _font():
@@ -59,15 +68,16 @@ def episode_frames(spec: EnvSpec, traj: Trajectory, agent_seat: int | None = Non
     out = []
     to_play = np.asarray(traj.to_play)
     planes = board_planes(spec, frames[0]) if kind_of(spec) == "board" else None  # fixed for the whole game
+    caption_px = LINE_PX * (3 if spec.two_player else 2) + 4
     for t in range(last + 1):
-        img = render(spec, frames[t], int(to_play[t]), size, planes)
+        img = render(spec, frames[t], int(to_play[t]), size, planes, first_player=int(to_play[0]))
         h, w = img.shape[:2]
         w = max(w, 200)
-        canvas = Image.new("RGB", (w, h + CAPTION_PX), (255, 255, 255))
+        canvas = Image.new("RGB", (w, h + caption_px), (255, 255, 255))
         canvas.paste(Image.fromarray(img), ((w - img.shape[1]) // 2, 0))
         draw = ImageDraw.Draw(canvas)
         for i, line in enumerate(caption(spec, traj, t, agent_seat)):
-            draw.text((4, h + 2 + 13 * i), line, fill=(0, 0, 0), font=font)
+            draw.text((4, h + 2 + LINE_PX * i), line, fill=(0, 0, 0), font=font)
         out.append(np.asarray(canvas))
     return out
 

@@ -145,7 +145,7 @@ class HealthWatch:
         elif health.ok and not self.health.ok:
             log.info("health: ok again")
         self.health = health
-        return health.metrics
+        return {**health.metrics, "health/tests": float(len(h["tests"]))}  # 0: no verdict on learning yet
 
     def _check_support(self, row: dict) -> None:
         """Warn once when value or reward targets fall outside the model's support (they are clipped)."""

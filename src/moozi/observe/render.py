@@ -10,8 +10,8 @@ Which drawing a game gets follows from its spec, not from a list of games:
 * Boards (two-player games): a grid with one disc per occupied cell, one
   colour per piece plane (:func:`board_planes`: OpenSpiel's empty and
   ``to_play`` planes are not pieces); a two-plane board (pgx: the mover's
-  stones, then the opponent's) is turned into fixed colours per player with
-  ``to_play``.
+  stones, then the opponent's) is turned into fixed colours per seat with
+  ``to_play`` and the id of the player who moved first (pgx draws it per game).
 * Vectors (``1 x 1 x C``): CartPole drawn as a cart and pole from its state
   (x, x', theta, theta'); any other vector as a bar plot of its values.
 
@@ -106,11 +106,11 @@ def board_planes(spec: EnvSpec, first_frame) -> list[int]:
     return planes
 
 
-def _board(frame: np.ndarray, to_play: int, size: int, planes: list[int]) -> np.ndarray:
+def _board(frame: np.ndarray, to_play: int, size: int, planes: list[int], first_player: int) -> np.ndarray:
     h, w, _ = frame.shape
     occupied = frame > 0
-    if len(planes) == 2 and to_play == 1 and planes == [0, 1]:  # pgx: the first plane is the mover's
-        planes = [1, 0]
+    if len(planes) == 2 and to_play != first_player and planes == [0, 1]:  # pgx: the first plane is the mover's
+        planes = [1, 0]  # the first colour stays with the first mover
     cell = max(8, size // max(h, w))
     img = np.empty((h * cell, w * cell, 3), np.uint8)
     img[:] = BOARD
@@ -162,11 +162,13 @@ def _bars(values: np.ndarray, size: int) -> np.ndarray:
     return img
 
 
-def render(spec: EnvSpec, frame, to_play: int = 0, size: int = 160, planes: list[int] | None = None) -> np.ndarray:
+def render(spec: EnvSpec, frame, to_play: int = 0, size: int = 160, planes: list[int] | None = None,
+           first_player: int = 0) -> np.ndarray:
     """One stored observation (``spec.observation_shape``, storage dtype) as an ``[H, W, 3]`` uint8 image.
 
     ``planes``: boards only, the piece planes (:func:`board_planes` of the game's
-    first frame; by default worked out from this frame).
+    first frame; by default worked out from this frame). ``first_player``: boards, the player id that moved
+    first in this game (its pieces take the first colour).
     """
     frame = np.asarray(frame)
     if frame.shape != tuple(spec.observation_shape):
@@ -180,6 +182,7 @@ def render(spec: EnvSpec, frame, to_play: int = 0, size: int = 160, planes: list
     if kind == "pixels":
         return _pixels(frame, spec.observation_scale if spec.observation_dtype == "uint8" else 1.0, size)
     if kind == "board":
-        return _board(frame, int(to_play), size, board_planes(spec, frame) if planes is None else list(planes))
+        return _board(frame, int(to_play), size, board_planes(spec, frame) if planes is None else list(planes),
+                      int(first_player))
     return _planes(frame, size)
 

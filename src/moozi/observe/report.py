@@ -89,7 +89,7 @@ def chart(runs: dict[str, list[dict]], title: str, keys: list[str], x: str) -> s
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         if len(lines) > 1:
-            ax.legend(fontsize=6, loc="best")
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the curves
         if title.startswith("Loss") and all(min(ys) > 0 for _, _, _, ys in lines):
             ax.set_yscale("log")
         return _png(fig)
@@ -153,7 +153,7 @@ def build_report(run_dirs: list[Path | str]) -> str:
              "<style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
              "th:first-child,td:first-child{text-align:left}.grid{display:flex;flex-wrap:wrap;gap:8px}"
-             ".grid img{border:1px solid #ddd}pre{background:#f6f6f6;padding:8px;font-size:12px;overflow:auto}"
+             ".grid img{border:1px solid #ddd;max-width:100%;height:auto}pre{background:#f6f6f6;padding:8px;font-size:12px;overflow:auto}"
              "figure{margin:0}figcaption{font-size:12px;color:#555}</style></head><body>",
              f"<h1>moozi report</h1><p>{len(runs)} run(s): {esc(', '.join(str(p) for p in paths.values()))}</p>"]
     summaries = {label: _summary(paths[label], rows) for label, rows in runs.items()}
@@ -208,8 +208,9 @@ def _machines(run: Path) -> list[str]:
 def write_report(run_dirs: list[Path | str], out: Path | str) -> Path:
     """Write :func:`build_report` to ``out`` (atomically); returns the path."""
     out = Path(out)
+    html = build_report(run_dirs)  # before anything is written: a mistyped run leaves no folder behind
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(build_report(run_dirs))
+    tmp.write_text(html)
     tmp.replace(out)
     return out

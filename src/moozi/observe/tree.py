@@ -129,7 +129,8 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
 
 
 def _label(n: TreeNode, action_name) -> list[str]:
-    head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n.action - 1)}"
+    """A node's lines; ``action_name(node, env_action)`` names its move (the game's notation where it has one)."""
+    head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n, n.action - 1)}"
     lines = [f"{head}  N={n.visits}", f"Q={n.q:+.3f}  v={n.raw_value:+.3f}"]
     if n.parent >= 0:
         lines.append(f"p={n.prior:.2f}  r={n.reward:+.2f}")
@@ -142,9 +143,19 @@ def _label(n: TreeNode, action_name) -> list[str]:
     return lines
 
 
-def to_dot(nodes: list[TreeNode], title: str = "", action_name=str) -> str:
+def _index_name(node: TreeNode, action: int) -> str:
+    return str(action)
+
+
+LEGEND = ("N visits, Q the move's value for its mover (reward + discount x value), v the network's value,",
+          "p the prior, r the model's reward, game r the game's; red: the model and the game disagree")
+CHAR_W = 6.8  # monospace 11 px: the width of one character
+
+
+def to_dot(nodes: list[TreeNode], title: str = "", action_name=_index_name) -> str:
     """Graphviz DOT text of the tree (flagged nodes in red)."""
-    out = ["digraph search {", f"  label={_dot_str(title)}; labelloc=t;", "  node [shape=box fontsize=10];"]
+    out = ["digraph search {", f"  label={_dot_str(chr(10).join((title, *LEGEND)))}; labelloc=t;",
+           "  node [shape=box fontsize=10];"]
     for n in nodes:
         colour = ' color=red fontcolor=red' if n.flags else ""
         out.append(f"  n{n.id} [label={_dot_str(chr(10).join(_label(n, action_name) + list(n.flags)))}{colour}];")
@@ -159,8 +170,10 @@ def _dot_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_svg(nodes: list[TreeNode], title: str = "", action_name=str, box_w: int = 150, line_h: int = 13) -> str:
-    """A self-contained SVG drawing: depth downwards, children ordered by visits, flagged nodes red."""
+def to_svg(nodes: list[TreeNode], title: str = "", action_name=_index_name, box_w: int | None = None,
+           line_h: int = 13, position_png: bytes | None = None) -> str:
+    """A self-contained SVG drawing: depth downwards, children ordered by visits, flagged nodes red, a legend
+    under the title, and the searched position drawn at the top left (``position_png``, a PNG image)."""
     children: dict[int, list[TreeNode]] = {}
     for n in nodes:
         if n.parent >= 0:
@@ -179,10 +192,16 @@ def to_svg(nodes: list[TreeNode], title: str = "", action_name=str, box_w: int =
 
     root = nodes[0]
     place(root)
-    rows = max(len(_label(n, action_name)) + len(n.flags) for n in nodes)
+    labels = {n.id: _label(n, action_name) + list(n.flags) for n in nodes}
+    if box_w is None:  # every line fits its box
+        box_w = int(max(len(line) for lines in labels.values() for line in lines) * CHAR_W + 12)
+    rows = max(len(lines) for lines in labels.values())
     box_h = rows * line_h + 8
-    gap_x, gap_y, top = 12, 36, 40
-    width = int(max(next_x[0], 1) * (box_w + gap_x) + gap_x)
+    picture = 0 if position_png is None else 96
+    gap_x, gap_y = 12, 36
+    top = 64 + picture
+    text_w = max(len(title) * 7.5, max(len(line) for line in LEGEND) * 6.2) + 2 * gap_x  # 13 px and 10 px fonts
+    width = int(max(max(next_x[0], 1) * (box_w + gap_x) + gap_x, text_w))
     depth = max(n.depth for n in nodes)
     height = int(top + (depth + 1) * (box_h + gap_y))
 
@@ -193,7 +212,15 @@ def to_svg(nodes: list[TreeNode], title: str = "", action_name=str, box_w: int =
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' font-family='monospace' font-size='11'>",
            f"<rect width='{width}' height='{height}' fill='white'/>",
-           f"<text x='{gap_x}' y='20' font-size='13' font-weight='bold'>{esc(title)}</text>"]
+           f"<text x='{gap_x}' y='20' font-size='13' font-weight='bold'>{esc(title)}</text>",
+           *(f"<text x='{gap_x}' y='{36 + 12 * i}' font-size='10' fill='#555'>{esc(line)}</text>"
+             for i, line in enumerate(LEGEND))]
+    if position_png is not None:
+        import base64
+
+        data = base64.b64encode(position_png).decode()
+        out.append(f"<image x='{gap_x}' y='58' width='{picture - 8}' height='{picture - 8}' "
+                   f"href='data:image/png;base64,{data}'/>")
     for n in nodes:
         if n.parent >= 0:
             (x0, y0), (x1, y1) = pos(next(p for p in nodes if p.id == n.parent)), pos(n)
@@ -205,8 +232,9 @@ def to_svg(nodes: list[TreeNode], title: str = "", action_name=str, box_w: int =
         bad = bool(n.flags)
         out.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{box_w}' height='{box_h}' rx='4' "
                    f"fill='{'#fde8e8' if bad else '#f4f6fb'}' stroke='{'#d22' if bad else '#567'}'/>")
-        for i, line in enumerate(_label(n, action_name) + list(n.flags)):
-            colour = "#b00" if i >= len(_label(n, action_name)) else "#111"
+        plain = len(labels[n.id]) - len(n.flags)
+        for i, line in enumerate(labels[n.id]):
+            colour = "#b00" if i >= plain else "#111"
             out.append(f"<text x='{x + 5:.1f}' y='{y + 14 + i * line_h:.1f}' fill='{colour}'>{esc(line)}</text>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -265,15 +293,69 @@ class GameReplay:
         self.pool.close()
 
 
+def _twin(game: str, kwargs: dict):
+    """The game's OpenSpiel form, to name moves as the game writes them (None: it has none)."""
+    from moozi.config import ConfigError
+    from moozi.envs.openspiel_bridge import openspiel_game
+
+    try:
+        return openspiel_game(game, kwargs)
+    except (ConfigError, ImportError):
+        return None
+
+
+def move_namer(nodes: list[TreeNode], twin, moves: list[int]):
+    """``(node, env_action) -> str``: a node's move in the game's notation, from the position after ``moves``
+    (indices where the game has no OpenSpiel form, or below a move the game does not allow)."""
+    if twin is None:
+        return _index_name
+    root = twin.new_initial_state()
+    for m in moves:
+        root.apply_action(m)
+
+    def name(node: TreeNode, action: int) -> str:
+        state = root.clone()
+        for a in path_to(nodes, node)[:-1]:
+            if a == 0 or state.is_terminal() or a - 1 not in state.legal_actions():
+                return str(action)
+            state.apply_action(a - 1)
+        if state.is_terminal():
+            return str(action)
+        try:
+            return state.action_to_string(state.current_player(), action)
+        except Exception:  # OpenSpiel cannot name every index
+            return str(action)
+
+    return name
+
+
+def _position_png(spec, ts) -> bytes | None:
+    """The searched position drawn as a PNG (None where it cannot be drawn)."""
+    import io
+
+    from PIL import Image
+
+    from moozi.observe.render import render
+
+    try:
+        img = render(spec, np.asarray(ts.observation)[0], int(np.asarray(ts.to_play)[0]), size=88)
+    except ValueError:
+        return None
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def view_position(run_dir, moves: list[int] | None = None, episode_step: int | None = None,
                   checkpoint: str = "latest", seed: int = 0, threshold: float = 0.25, out_dir=None,
-                  simulations: int | None = None) -> dict:
+                  simulations: int | None = None, position: str | None = None) -> dict:
     """Search one position of a run's game with its test planner and write the tree as SVG and DOT.
 
     The position: ``moves`` (environment actions from the start of a game seeded
-    with ``seed``), or the test planner's own greedy game after ``episode_step``
-    moves. ``simulations`` replaces the test planner's simulation count.
-    Returns the paths, the nodes and the number of flagged nodes.
+    with ``seed``), ``position`` (the same written as text, in the game's notation
+    or as indices: ``"x(1,1) o(0,0)"``, ``"4 0 8"``), or the test planner's own
+    greedy game after ``episode_step`` moves. ``simulations`` replaces the test
+    planner's simulation count. Returns the paths, the nodes and the number of flagged nodes.
     """
     import dataclasses
 
@@ -281,9 +363,8 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     import jax.numpy as jnp
 
     from moozi.model.history import history_init, history_observation, history_push
-    from moozi.parts import build_parts
     from moozi.planner import plan
-    from moozi.run_dir import load_params, load_run_config
+    from moozi.run_dir import load_run_config, open_run
 
     config = load_run_config(run_dir)
     if config.model.dynamics == "simulator":
@@ -295,11 +376,9 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     if simulations is not None:
         config = dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
                                                                               num_simulations=int(simulations)))
-    env, model = build_parts(config)
-    spec = env.spec
-    env.close()
-    params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
-    params = jax.device_put(params)
+    opened = open_run(run_dir, checkpoint, config)
+    spec, model, meta = opened.spec, opened.model, opened.meta
+    params = jax.device_put(opened.params)
     A, L = model.num_actions, config.targets.history_length
     two = spec.two_player
 
@@ -317,6 +396,18 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
         return h
 
     key = jax.random.key(seed)
+    twin = _twin(config.env.name, config.env.kwargs)
+    if position is not None:
+        from moozi.envs.notation import parse_position
+
+        def legal_of(played):
+            replay = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, played)
+            try:
+                return np.flatnonzero(np.asarray(replay.timesteps[-1].legal_actions)[0]).tolist()
+            finally:
+                replay.close()
+
+        moves = parse_position(position, twin, legal_of, spec.num_actions)
     if moves is None:  # the test planner's own game up to episode_step
         moves = []
         game = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, [])
@@ -342,19 +433,34 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
         h = history_of(game.timesteps, moves)
         out, tree = search(h[0], h[1], jnp.asarray(ts.legal_actions), key)
         nodes = check_against_game(tree_nodes(jax.device_get(tree)), game.follow, threshold)
+        picture = _position_png(spec, ts)
     finally:
         game.close()
+    namer = move_namer(nodes, twin, moves)
+    root_name = lambda a: namer(nodes[0], a)  # noqa: E731  (moves from the searched position)
     updates = int(meta["counters"]["updates"])
     where = "-".join(str(m) for m in moves) or "start"
-    title = (f"{config.env.name}, update {updates:,}, after moves [{' '.join(map(str, moves))}]: "
+    played = _played_names(twin, moves)
+    title = (f"{config.env.name}, update {updates:,}, after [{' '.join(played)}]: "
              f"{config.test_planner.kind} {config.test_planner.num_simulations} simulations, "
-             f"chose {int(out.env_action[0])}")
+             f"chose {root_name(int(out.env_action[0]))}")
     out_dir = Path(out_dir) if out_dir else Path(run_dir) / "trees"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"tree-{updates:09d}-{where[:60]}"
     svg, dot = stem.with_suffix(".svg"), stem.with_suffix(".dot")
-    svg.write_text(to_svg(nodes, title))
-    dot.write_text(to_dot(nodes, title))
+    svg.write_text(to_svg(nodes, title, namer, position_png=picture))
+    dot.write_text(to_dot(nodes, title, namer))
     return {"svg": str(svg), "dot": str(dot), "moves": moves, "chosen": int(out.env_action[0]),
             "root_value": float(out.root_value[0]), "nodes": len(nodes),
             "flagged": sum(bool(n.flags) for n in nodes), "checkpoint": meta["path"]}
+
+
+def _played_names(twin, moves: list[int]) -> list[str]:
+    """The moves of the position in the game's notation (indices without an OpenSpiel form)."""
+    if twin is None:
+        return [str(m) for m in moves]
+    state, names = twin.new_initial_state(), []
+    for m in moves:
+        names.append(state.action_to_string(state.current_player(), m))
+        state.apply_action(m)
+    return names

@@ -45,6 +45,8 @@ def load_preset(name: str) -> dict:
             raise ConfigError(f"preset file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
         return data or {}
     names = preset_names()
+    if name not in names:  # presets mix - and _ in their names: either spelling finds one
+        name = next((n for n in names if n.replace("_", "-") == name.replace("_", "-")), name)
     if name not in names:
         raise ConfigError(
             f"unknown preset {name!r}: available presets are " + ", ".join(names)

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 from moozi.workers.actor import Actor
-from moozi.workers.episodes import Episode, EpisodeAssembler, agent_return, play_games
+from moozi.workers.episodes import Episode, EpisodeAssembler, agent_player, agent_return, play_games, seats
 from moozi.workers.policy import PolicyConfig, StepSample
 
-__all__ = ["Actor", "Episode", "EpisodeAssembler", "PolicyConfig", "StepSample", "agent_return", "play_games",
-           "make_actor"]
+__all__ = ["Actor", "Episode", "EpisodeAssembler", "PolicyConfig", "StepSample", "agent_player", "agent_return",
+           "make_actor", "play_games", "seats"]
 
 
 def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: int | None = None,

@@ -42,6 +42,22 @@ class Episode:
         return int(self.trajectory.last)
 
 
+def seats(traj: Trajectory) -> np.ndarray:
+    """``[T]`` int64: the seat (order of play) of the player to move at each step, 0 for whoever moved first.
+
+    The one definition of "who moves" in a two-player episode: a game's player ids need not follow the order
+    of play (pgx draws which id moves first), so a seat is read against the first step's ``to_play``.
+    """
+    to_play = np.asarray(traj.to_play)
+    return (to_play != to_play[0]).astype(np.int64)
+
+
+def agent_player(traj: Trajectory, agent_seat: int) -> int:
+    """The game's player id of the agent that sat in ``agent_seat`` (0: it moved first)."""
+    first = int(np.asarray(traj.to_play)[0])
+    return first if agent_seat == 0 else 1 - first
+
+
 def agent_return(traj: Trajectory, agent_seat: int, two_player: bool) -> float:
     """The episode's return from the agent's point of view.
 
@@ -51,10 +67,8 @@ def agent_return(traj: Trajectory, agent_seat: int, two_player: bool) -> float:
     rewards = np.asarray(traj.rewards, np.float64)
     if not two_player:
         return float(rewards[1:].sum())
-    to_play = np.asarray(traj.to_play)
-    first = int(to_play[0])
-    agent = first if agent_seat == 0 else 1 - first
-    return float(np.where(to_play[:-1] == agent, rewards[1:], -rewards[1:]).sum())
+    moved = seats(traj)[:-1] == agent_seat
+    return float(np.where(moved, rewards[1:], -rewards[1:]).sum())
 
 
 class EpisodeAssembler:

@@ -14,26 +14,37 @@ import numpy as np
 class PlayerSpec:
     """What a player is: ``kind`` and its settings (``settings`` sorted ``(key, value)`` pairs).
 
-    ``source``: a run directory and checkpoint for trained players (``None`` otherwise);
-    ``updates``: the checkpoint's update count.
+    ``source``: a run directory as given, for trained players (``None`` otherwise); ``run_id``: that run's
+    identity (:func:`moozi.run_dir.run_identity`); ``updates``: the checkpoint's update count.
     """
 
     kind: str
     settings: tuple = ()
     source: str | None = None
     updates: int | None = None
+    run_id: str | None = None
 
     @property
     def id(self) -> str:
-        """A stable name: kind, source and every non-default setting (e.g. ``mcts:runs/ttt@1200,sims=64``)."""
-        head = self.kind if self.source is None else f"{self.kind}:{self.source}"
+        """A stable name of the network and search: kind, the run's identity (never the path typed, so one
+        network rates once in a pool) and every non-default setting (e.g. ``mcts:ttt-3fa2b1@1200,sims=64``)."""
+        name = self.run_id or self.source
+        head = self.kind if name is None else f"{self.kind}:{name}"
         if self.updates is not None:
             head += f"@{self.updates}"
         return ",".join([head] + [f"{k}={v}" for k, v in self.settings])
 
+    @property
+    def player(self) -> str:
+        """The player string that builds this player again (``moozi match``, ``--opponent``)."""
+        if self.source is None:
+            return self.id
+        head = ("" if self.kind == "mcts" else f"{self.kind}:") + f"{self.source}@{self.updates}"
+        return ",".join([head] + [f"{k}={v}" for k, v in self.settings])
+
     def describe(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "source": self.source, "updates": self.updates,
-                "settings": dict(self.settings)}
+        return {"id": self.id, "player": self.player, "kind": self.kind, "source": self.source,
+                "run_id": self.run_id, "updates": self.updates, "settings": dict(self.settings)}
 
 
 class Player(Protocol):

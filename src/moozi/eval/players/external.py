@@ -43,13 +43,17 @@ class HumanPlayer:
             self.moves[b].append(int(actions[b]))
             if self.states[b] is not None and not self.states[b].is_terminal():
                 self.states[b].apply_action(int(actions[b]))
+            if bool(np.asarray(ts.is_last)[b]):  # the person sees how the game ended
+                from moozi.envs.notation import board_text
+
+                self._say(f"{self.name}, game {b} is over:\n{board_text(self.states[b], self.moves[b])}")
 
     def _say(self, text: str, end: str = "\n") -> None:
         self.out.write(text + end)
         self.out.flush()
 
     def act(self, ts, movers):
-        from moozi.eval.session import IllegalMove, board_text, move_name, parse_move
+        from moozi.envs.notation import IllegalMove, board_text, move_name, parse_move
 
         out = np.zeros(len(movers), np.int32)
         for b in np.flatnonzero(movers):

@@ -11,6 +11,7 @@ import numpy as np
 
 from moozi.config import ConfigError
 from moozi.eval.players.base import PlayerSpec, _analysis, _compile_timed, _padded_rows
+from moozi.run_dir import run_identity
 
 
 class RunPlayer:
@@ -49,7 +50,7 @@ class RunPlayer:
         settings += [("temp", temperature)] if temperature else []
         source = str(Path(run))
         self.spec = PlayerSpec("mcts" if mode == "search" else "prior", tuple(settings), source,
-                               int(meta["counters"]["updates"]))
+                               int(meta["counters"]["updates"]), run_identity(run))
         self.checkpoint_path = meta["path"]
         self.key = jax.random.key(seed)
         self.rng = np.random.default_rng(seed)
@@ -245,18 +246,17 @@ class TrueModelPlayer:
         if simulations < 1 or rollouts < 1:
             raise ConfigError(f"simulations = {simulations}, rollouts = {rollouts}: allowed integers >= 1")
         if run is not None:
-            from moozi.parts import build_parts
-            from moozi.run_dir import load_params, load_run_config
+            from moozi.run_dir import open_run
 
-            self.config = load_run_config(run)
-            env, self.model = build_parts(self.config)  # the game's simulator is searched: its env stays open
-            params, meta = load_params(run, self.model, env_name=self.config.env.name, checkpoint=checkpoint)
-            self.params = jax.device_put(params)
+            opened = open_run(run, checkpoint, keep_env=True)  # the game's simulator is searched: it stays open
+            self.config, self.model, env, meta = opened.config, opened.model, opened.env, opened.meta
+            self.params = jax.device_put(opened.params)
             self.history_length = self.config.targets.history_length
             self.discount = self.config.targets.discount
             planner = dataclasses.replace(self.config.test_planner, num_simulations=int(simulations))
             evaluate = network_evaluator(self.model)
-            self.spec = PlayerSpec("az", (("sims", simulations),), str(Path(run)), int(meta["counters"]["updates"]))
+            self.spec = PlayerSpec("az", (("sims", simulations),), str(Path(run)), int(meta["counters"]["updates"]),
+                                   run_identity(run))
             num_actions = self.model.num_actions
         else:
             env = make_env(game, **(game_kwargs or {}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from moozi.config import ConfigError
@@ -12,6 +13,38 @@ from moozi.eval.players.simple import EpsilonPlayer, PerfectPlayer, RandomPlayer
 
 BUILTIN = ("random", "perfect", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
            "az:RUN[@CKPT]", "gtp:COMMAND")
+RUN_PREFIXES = ("prior:", "az:", "mcts:")  # a run's player kinds (``mcts:`` is the plain RUN's, as ids print it)
+# option -> (type, smallest allowed value, what it is)
+NUMBERS = {"sims": (int, 1, "simulations per move"), "temp": (float, 0.0, "a move temperature"),
+           "eps": (float, 0.0, "a probability of a random move"), "ms": (float, 0.0, "milliseconds per move"),
+           "rollouts": (int, 1, "random rollouts per leaf"), "uct": (float, 0.0, "an exploration constant"),
+           "solve": (int, 0, "0 or 1")}
+
+
+def is_builtin(head: str) -> bool:
+    """Whether a player string's head names a built-in player (else it should be a run directory)."""
+    return head in ("random", "perfect", "human", "ab") or head.startswith(("ab-", "os-mcts-", "mcts-", "gtp:"))
+
+
+def run_of(head: str) -> tuple[str, str]:
+    """``(kind prefix, run directory and checkpoint)`` of a run player's head (the prefix '' for a plain RUN)."""
+    for prefix in RUN_PREFIXES:
+        if head.startswith(prefix):
+            return prefix, head[len(prefix):]
+    return "", head
+
+
+def _check_numbers(text: str, options: dict) -> None:
+    """Numeric options must be numbers in range: a ConfigError that names the option and what it allows."""
+    for key, value in options.items():
+        if key not in NUMBERS:
+            continue
+        kind, low, what = NUMBERS[key]
+        high = 1 if key in ("eps", "solve") else math.inf
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and low <= value <= high and (kind is float or float(value).is_integer())):
+            allowed = f"{'an integer' if kind is int else 'a number'} >= {low}" + (" and <= 1" if high == 1 else "")
+            raise ConfigError(f"player {text!r}: {key}={value!r} is not {what}: allowed {allowed}")
 
 
 def parse_player(text: str) -> tuple[str, dict]:
@@ -34,6 +67,7 @@ def parse_player(text: str) -> tuple[str, dict]:
 def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = None):
     """A player from its string (see the module doc) for ``game``; unknown kinds or options fail by name."""
     head, options = parse_player(text)
+    _check_numbers(text, options)
     eps = options.pop("eps", 0.0)
 
     def unused(allowed=()):
@@ -85,9 +119,8 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
         player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
     else:
-        mode = "search"
-        if head.startswith("prior:"):
-            mode, head = "prior", head[len("prior:"):]
+        prefix, head = run_of(head)
+        mode = "prior" if prefix == "prior:" else "search"
         run, _, checkpoint = head.partition("@")
         if not (Path(run) / "config.yaml").is_file():
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
