@@ -15,6 +15,7 @@ from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints,
 from moozi.config import Config, ConfigError, config_from_dict
 
 BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best), or best-gated
+KEPT_DIR = "kept"  # checkpoints/kept: params every output.keep_every_updates, never pruned (for sweeps)
 IDENTITY = "run.json"  # the run's identity, written when it starts: {"id": ...}
 
 
@@ -39,6 +40,12 @@ def run_identity(run_dir: Path | str) -> str:
 
 def is_run_dir(path: Path | str) -> bool:
     return (Path(path) / "config.yaml").is_file()
+
+
+def kept_updates(run_dir: Path | str) -> list[int]:
+    """Every update count a run can still be opened at (periodic, kept and best checkpoints), oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    return sorted({c.step for folder in (root, root / KEPT_DIR, root / BEST_DIR) for c in list_checkpoints(folder)})
 
 
 def load_run_config(run_dir: Path | str) -> Config:
@@ -66,8 +73,9 @@ def find_checkpoint(run_dir: Path | str, which: str = "latest") -> Path | None:
                                   "once the run has testing.best_window tests with testing.keep_best = true, or at its first "
                                   "checkpoint with gating.every_checkpoints > 0")
         return root / BEST_DIR / checkpoint_name(found[-1].step)
-    steps = {c.step: root / BEST_DIR / checkpoint_name(c.step) for c in list_checkpoints(root / BEST_DIR)}
-    steps.update({c.step: root / checkpoint_name(c.step) for c in list_checkpoints(root)})  # best's copy if pruned
+    steps = {}
+    for folder in (root / KEPT_DIR, root / BEST_DIR, root):  # the periodic checkpoint first, else a kept copy
+        steps.update({c.step: c.path for c in list_checkpoints(folder)})
     if not str(which).isdigit() or int(which) not in steps:
         raise CheckpointError(f"--checkpoint {which}: allowed latest, best or one of the kept update counts "
                               f"{sorted(steps)} (in {root})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from moozi.cli.console import _log_console
 
@@ -18,7 +19,7 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     _log_console()
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
-                      checkpoint=args.checkpoint)
+                      checkpoint=args.checkpoint, simulations=args.simulations)
     print(json.dumps(result))
     return 0
 
@@ -122,6 +123,20 @@ def _ratings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from moozi.eval.sweep import run_sweep
+
+    if args.episodes < 1 or any(n < 1 for n in args.simulations):
+        print("moozi sweep: --episodes and every --simulations must be >= 1", file=sys.stderr)
+        return 2
+    _log_console()
+    result = run_sweep(args.run_dir, args.simulations, args.episodes, args.seed, args.checkpoints, args.opponent,
+                       args.out_dir)
+    print(Path(result["markdown"]).read_text(), file=sys.stderr)
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
+    return 0
+
+
 def _watch(args: argparse.Namespace) -> int:
     from moozi.observe.gif import watch_run
 
@@ -168,8 +183,6 @@ def _embed(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from moozi.observe.report import write_report
 
     out = Path(args.out) if args.out else Path(args.run_dirs[0]) / "report.html"

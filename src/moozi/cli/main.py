@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "simulations", None) is not None and args.simulations < 1:
+    sims = getattr(args, "simulations", None)
+    if sims is not None and min(sims if isinstance(sims, list) else [sims]) < 1:
         print("moozi: --simulations must be >= 1", file=sys.stderr)
         return 2
     logger = logging.getLogger("moozi")

@@ -14,6 +14,7 @@ from moozi.cli.commands import (
     _presets,
     _ratings,
     _report,
+    _sweep,
     _tree,
     _watch,
 )
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", default="latest", metavar="WHICH",
                     help="latest (the newest good checkpoint, default), best (the params with the best test "
                          "score, testing.keep_best) or an update count of a kept checkpoint")
+    ev.add_argument("--simulations", type=int, default=None, metavar="N",
+                    help="the test planner's simulations per move (default: as trained; 1: the prior alone)")
     ev.set_defaults(func=_eval)
 
     match = sub.add_parser(
@@ -152,6 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     ratings.add_argument("--game", default=None, help="only the games of this game (needed when the pool mixes games)")
     ratings.add_argument("--json", action="store_true", help="print the table as one JSON line")
     ratings.set_defaults(func=_ratings)
+
+    sweep = sub.add_parser(
+        "sweep", help="strength against the search budget over a run's checkpoints (table and plot)",
+        description="Play each checkpoint the run holds (or --checkpoints) at each simulation count (1: the prior "
+                    "alone) and write the table (JSON lines, Markdown) and a plot against env steps to DIR/sweeps/. "
+                    "Keep a series while training with output.keep_every_updates=N.")
+    sweep.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    sweep.add_argument("--simulations", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], metavar="N",
+                       help="simulation counts (default 1 2 4 8 16 32 64)")
+    sweep.add_argument("--episodes", type=int, default=30, help="test games per point (default 30)")
+    sweep.add_argument("--checkpoints", type=int, nargs="+", default=None, metavar="UPDATES",
+                       help="update counts to play (default: every checkpoint the run holds)")
+    sweep.add_argument("--opponent", default="random", help="two-player games: the opponent (default random)")
+    sweep.add_argument("--seed", type=int, default=0)
+    sweep.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/sweeps)")
+    sweep.set_defaults(func=_sweep)
 
     watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
                            description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "

@@ -21,6 +21,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
     parser.add_argument("--address", default=None, metavar="HOST:PORT",
                         help="with --backend ray: an existing Ray cluster (default: start a private one)")
+    parser.add_argument("--continue", dest="continue_run", action="store_true",
+                        help="with --preset and --run-dir: resume the run when it already holds checkpoints (the "
+                             "config must be the same), else start it; so one command runs a long budget "
+                             "(schedule.max_env_steps) across sittings and says where it stands")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
 
 
@@ -74,10 +78,13 @@ def _train(args: argparse.Namespace) -> int:
             overrides.append(f"schedule.seed={args.seed}")
         config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
         run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
-        if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
-            print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir} or another --run-dir", file=sys.stderr)
+        resume = (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir())
+        if resume and not args.continue_run:
+            print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir}, --continue (the same "
+                  "command goes on) or another --run-dir", file=sys.stderr)
             return 2
-        resume = False
+        if resume:
+            _check_same_run(config, run_dir)
     progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes, started)
     _log_console(progress.console)
     trainer = None
@@ -103,9 +110,44 @@ def _train(args: argparse.Namespace) -> int:
     if interrupted:  # a clean stop: say where it is and how to go on
         print(f"moozi: stopped at update {counters['updates']:,}; the final checkpoint is {trainer.last_checkpoint}; "
               f"continue with: moozi train --resume {run_dir}", file=sys.stderr, flush=True)
+    if config.schedule.max_env_steps and not interrupted:
+        print(f"moozi: {_where_it_stands(run_dir, counters, config.schedule.max_env_steps, trainer.rows)}",
+              file=sys.stderr, flush=True)
     summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
     print(json.dumps(summary), flush=True)
     return 130 if interrupted else 0
+
+
+def _check_same_run(config, run_dir) -> None:
+    """``--continue`` of an existing run: the preset and overrides must give the config it was started with
+    (where it runs aside), else a ConfigError names the keys that differ."""
+    from moozi.config import ConfigError, to_dict
+    from moozi.driver import load_run_config
+
+    def flat(d, prefix=""):
+        out = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    saved, now = flat(to_dict(load_run_config(run_dir))), flat(to_dict(config))
+    differ = sorted(k for k in saved.keys() | now.keys()
+                    if saved.get(k) != now.get(k) and not k.startswith(("distributed.backend", "distributed.address")))
+    if differ:
+        shown = ", ".join(f"{k}: {saved.get(k)!r} there, {now.get(k)!r} now" for k in differ[:5])
+        raise ConfigError(f"--continue {run_dir}: the run was started with another config ({shown}"
+                          f"{', ...' if len(differ) > 5 else ''}); give the same preset and overrides, or --resume it")
+
+
+def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:
+    """One line: the env-step budget done, and at this invocation's rate the time still needed."""
+    done = counters["env_steps"]
+    if done >= budget:
+        return f"{run_dir} has reached its budget of {budget:,} env steps"
+    rate = rows.env_steps_per_s()
+    more = f"; about {(budget - done) / rate / 3600:.1f} h more at {rate:,.0f} env steps/s" if rate else ""
+    return (f"{run_dir} is at {done:,} of {budget:,} env steps ({done / budget:.0%}){more}: "
+            "run the same command again to go on")
 
 
 def _record_command(run_dir, argv: list[str]) -> None:

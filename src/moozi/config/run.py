@@ -373,12 +373,16 @@ class OutputConfig:
       checkpoint that holds it (and says so).
     log_every_epochs: epochs per metrics row (values averaged over them); an
       epoch that ran a test always ends a row.
+    keep_every_updates: also keep the params of the first checkpoint past every
+      this-many updates in ``checkpoints/kept/`` (params only, never pruned), so a
+      long run leaves a series to sweep (``moozi sweep``); 0 (default): off.
     """
 
     checkpoint_every_minutes: float = 5.0
     keep_checkpoints: int = 3
     replay_every_checkpoints: int = 1
     log_every_epochs: int = 10
+    keep_every_updates: int = 0
 
     def __post_init__(self):
         o = "output"
@@ -386,3 +390,4 @@ class OutputConfig:
         _positive_int(o, "keep_checkpoints", self.keep_checkpoints)
         _positive_int(o, "replay_every_checkpoints", self.replay_every_checkpoints)
         _positive_int(o, "log_every_epochs", self.log_every_epochs)
+        _nonneg_int(o, "keep_every_updates", self.keep_every_updates)

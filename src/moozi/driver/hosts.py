@@ -37,7 +37,7 @@ from moozi.checkpoint import (
     read_part_bytes,
 )
 from moozi.config import config_from_dict
-from moozi.run_dir import BEST_DIR
+from moozi.run_dir import BEST_DIR, KEPT_DIR
 
 
 def worker_seed(seed: int, *ids: int) -> int:
@@ -181,6 +181,7 @@ class LearnerHost:
                     pending.abort()
                     raise
                 path = pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay")
+                self._keep_params(step, meta)
         except OSError as e:  # a full or read-only disk: say what was kept
             previous = list_checkpoints(directory)
             kept = (f"the previous checkpoint {directory / checkpoint_name(previous[-1].step)} is intact" if previous
@@ -194,6 +195,23 @@ class LearnerHost:
         if peak.extra_mb is not None:
             metrics["checkpoint/peak_extra_mb"] = peak.extra_mb
         return {"path": str(path), "metrics": metrics}
+
+    def _keep_params(self, step: int, meta: dict) -> None:
+        """At the first checkpoint past each ``output.keep_every_updates`` updates, keep the current params in
+        ``checkpoints/kept`` (a params-only checkpoint, as ``best``; never pruned)."""
+        every = self.config.output.keep_every_updates
+        directory = self.run_dir / "checkpoints" / KEPT_DIR
+        kept = list_checkpoints(directory)
+        if not every or step // every <= (kept[-1].step // every if kept else 0):
+            return
+        version, params = self.learner.params()
+        pending = PendingCheckpoint(directory, step)
+        try:
+            pending.write_part("learner", {"published": params, "version": int(version)})
+        except BaseException:
+            pending.abort()
+            raise
+        pending.commit(meta, keep=10**9)
 
     def save_best(self, published: dict, meta: dict) -> str:
         """Keep ``published`` (the params a test just scored best with) as ``checkpoints/best``.

@@ -58,9 +58,15 @@ class RowWriter:
         """The next row's interval begins now."""
         c = self.ctx.counters
         self._since = (time.monotonic(), c["env_steps"], c["updates"])
+        self._began = self._since  # this invocation's start (its overall rate)
         self._fed = self.ctx.ledger.fed()
         self.epochs = c["epochs"]  # the counter at the last row (rows every ``output.log_every_epochs``)
         self._busy: dict[str, float] = {}
+
+    def env_steps_per_s(self) -> float:
+        """Env steps per second over this invocation so far (start-up and compiling included)."""
+        t0, s0, _ = self._began
+        return (self.ctx.counters["env_steps"] - s0) / max(time.monotonic() - t0, 1e-9)
 
     def write(self, rows: dict) -> None:
         """One row from ``rows`` (lists per key; keys starting ``_`` are raw lags): each metric averaged over

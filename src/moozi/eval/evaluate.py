@@ -14,8 +14,25 @@ from moozi.run_dir import load_run_config, open_run
 from moozi.workers import agent_return, make_actor, play_games
 
 
+def check_simulations(simulations) -> None:
+    if not isinstance(simulations, int) or isinstance(simulations, bool) or simulations < 1:
+        raise ConfigError(f"simulations = {simulations!r} is invalid: allowed an integer >= 1 (1: the prior alone)")
+
+
+def with_simulations(config, simulations: int | None):
+    """``config`` with the test planner searching ``simulations`` times per move (None: as trained)."""
+    import dataclasses
+
+    if simulations is None:
+        return config
+    check_simulations(simulations)
+    return dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
+                                                                        num_simulations=simulations))
+
+
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-         checkpoint: str = "latest", record_frames: bool = False, with_spec: bool = False):
+         checkpoint: str = "latest", record_frames: bool = False, with_spec: bool = False,
+         simulations: int | None = None):
     """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
@@ -28,7 +45,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     """
     from moozi.eval.perfect import make_opponent
 
-    run = open_run(run_dir, checkpoint, keep_env=True)
+    run = open_run(run_dir, checkpoint, with_simulations(load_run_config(run_dir), simulations), keep_env=True)
     config, env = run.config, run.env
     try:
         two_player = env.spec.two_player
@@ -58,7 +75,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
 
 
 def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-             checkpoint: str = "latest") -> dict:
+             checkpoint: str = "latest", simulations: int | None = None) -> dict:
     """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
 
     Two-player games: the agent takes each seat in half of the games (exactly
@@ -73,8 +90,8 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         two = env.spec.two_player
         env.close()
         if two:
-            return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint)
-    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint)
+            return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint, simulations)
+    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint, simulations=simulations)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {
@@ -85,6 +102,7 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         "checkpoint": meta["path"],
         "updates": int(meta["counters"]["updates"]),
         "env_steps": int(meta["counters"]["env_steps"]),
+        "simulations": int(config.test_planner.num_simulations),
     }
     if two_player:
         out.update(
@@ -101,7 +119,8 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
     return out
 
 
-def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint: str) -> dict:
+def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint: str,
+                       simulations: int | None = None) -> dict:
     """``moozi eval`` against any arena player (``moozi.eval.players``): the agent takes each seat in half the
     games (pairs from the initial position, seats swapped); the arena's summary is kept under ``"match"``."""
     import tempfile
@@ -113,8 +132,11 @@ def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint
 
     if games < 2:
         raise ConfigError(f"--games {games}: an arena opponent plays pairs, so at least 2")
+    if simulations is not None:
+        check_simulations(simulations)
+    sims = "" if simulations is None else f",sims={simulations}"
     with tempfile.TemporaryDirectory(prefix="moozi-eval-") as folder:  # the records are not kept
-        m = run_match(f"{run_dir}@{checkpoint}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
+        m = run_match(f"{run_dir}@{checkpoint}{sims}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
                       records=str(Path(folder) / "games.jsonl"))
     m.pop("records", None)
     first, second = m["a_first"], m["a_second"]
@@ -123,7 +145,7 @@ def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint
     return {
         "run_dir": str(run_dir), "env": m["game"], "opponent": opponent, "games": m["games"],
         "checkpoint": str(path), "updates": int(counters["updates"]), "env_steps": int(counters["env_steps"]),
-        "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
+        "simulations": m["a"]["settings"].get("sims"), "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
         "games_as_first_seat": sum(first.values()), "losses_as_first_seat": first["losses"],
         "losses_as_second_seat": second["losses"], "score": m["score"], "elo": m["elo"], "match": m,
     }

@@ -1,0 +1,87 @@
+"""Long runs and the search budget (issue 44, items 2 and 4): `moozi train --continue` across sittings, params
+kept every N updates, `moozi eval --simulations` and `moozi sweep` over the kept checkpoints (tiny CartPole runs)."""
+
+import json
+
+import pytest
+
+from moozi.checkpoint import list_checkpoints
+from moozi.cli import main
+from moozi.eval.sweep import cell, markdown
+from moozi.run_dir import find_checkpoint, kept_updates
+from tests.test_train_smoke import TINY
+
+
+@pytest.fixture(scope="module")
+def kept_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("sweep") / "cartpole"
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "schedule.max_env_steps=160",
+                 "output.keep_every_updates=2",
+                 "output.checkpoint_every_minutes=0.0001", "output.log_every_epochs=1", "output.keep_checkpoints=1"]) == 0
+    return run
+
+
+def test_params_are_kept_every_n_updates_and_never_pruned(kept_run):
+    kept = [c.step for c in list_checkpoints(kept_run / "checkpoints" / "kept")]
+    periodic = [c.step for c in list_checkpoints(kept_run / "checkpoints")]
+    assert len(periodic) == 1 and len(kept) >= 2  # keep_checkpoints=1 pruned the rest; kept/ holds on
+    assert [k // 2 for k in kept] == sorted(set(k // 2 for k in kept)) and kept[0] >= 2  # one per 2 updates
+    assert set(kept) | set(periodic) <= set(kept_updates(kept_run))
+    assert find_checkpoint(kept_run, str(kept[0])) == kept_run / "checkpoints" / "kept" / f"step_{kept[0]:09d}"
+
+
+def test_eval_with_a_search_budget(kept_run, capsys):
+    capsys.readouterr()
+    assert main(["eval", str(kept_run), "--simulations", "1", "--games", "2"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["simulations"] == 1
+    assert main(["eval", str(kept_run), "--simulations", "0"]) == 2
+
+
+def test_sweep_writes_a_table_and_a_plot(kept_run, capsys):
+    capsys.readouterr()
+    first = kept_updates(kept_run)[0]
+    assert main(["sweep", str(kept_run), "--simulations", "1", "2", "--episodes", "2", "--checkpoints",
+                 str(first)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["cells"] == 2 and out["plot"].endswith(".png")
+    rows = [json.loads(line) for line in open(out["jsonl"])]
+    assert [(r["updates"], r["simulations"]) for r in rows] == [(first, 1), (first, 2)]
+    assert "| updates | env steps | 1 sim | 2 sims |" in open(out["markdown"]).read()
+    assert main(["sweep", str(kept_run), "--checkpoints", "999999"]) == 2
+
+
+def test_cells_golden():
+    one = cell({"games": 4, "return_mean": 10.0, "return_std": 2.0})
+    assert one == pytest.approx({"value": 10.0, "low": 10.0 - 1.96, "high": 10.0 + 1.96})  # 1.96 * 2 / sqrt(4)
+    two = cell({"wins": 1, "draws": 2, "losses": 1})  # scores 1, .5, .5, 0: mean .5, std sqrt(.125)
+    assert two["value"] == 0.5 and two["high"] - 0.5 == pytest.approx(1.96 * 0.125 ** 0.5 / 2)
+    table = markdown([{"updates": 4, "env_steps": 64, "simulations": 1, "value": 1.0, "low": 0.5, "high": 1.5}],
+                     "test return")
+    assert "| 4 | 64 | 1 [0.5, 1.5] |" in table
+
+
+def test_continue_starts_then_goes_on_and_refuses_another_config(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--preset", "cartpole", "--run-dir", str(run), "--continue", *TINY]
+    assert main(argv) == 0  # nothing there yet: it starts
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(argv) == 0  # the same command again: it resumes (the budget is already spent)
+    out, err = capsys.readouterr()
+    assert f"{run} has reached its budget of 64 env steps" in err
+    assert json.loads(out.strip().splitlines()[-1])["env_steps"] == first["env_steps"]
+    assert main(argv + ["schedule.batch_size=16"]) == 2
+    assert "schedule.batch_size: 8 there, 16 now" in capsys.readouterr().err
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 2  # without --continue
+    assert "--continue" in capsys.readouterr().err
+
+
+def test_where_a_long_run_stands():
+    from moozi.cli.train import _where_it_stands
+
+    class Rows:
+        def env_steps_per_s(self):
+            return 100.0
+
+    line = _where_it_stands("runs/si", {"env_steps": 1_000_000}, 10_000_000, Rows())
+    assert line == ("runs/si is at 1,000,000 of 10,000,000 env steps (10%); about 25.0 h more at 100 env steps/s: "
+                    "run the same command again to go on")
