@@ -44,8 +44,23 @@ def test_console_script_help():
     assert "demo" in out.stdout
 
 
-@pytest.mark.parametrize("command", ["demo", "train", "eval", "watch", "tree", "embed", "report", "presets", "envs"])
+def _commands() -> list[str]:
+    import argparse
+
+    from moozi.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(sub.choices)
+
+
+def test_the_command_list_is_complete():
+    assert {"demo", "train", "eval", "match", "gtp", "play", "ratings", "sweep", "watch", "tree", "embed", "report",
+            "presets", "envs"} <= set(_commands())
+
+
+@pytest.mark.parametrize("command", _commands())
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as err:
         main([command, "--help"])
-    assert err.value.code == 0 and f"usage: moozi {command}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert err.value.code == 0 and f"usage: moozi {command}" in out and "``" not in out
