@@ -55,6 +55,8 @@ def test_cells_golden():
     assert one == pytest.approx({"value": 10.0, "low": 10.0 - 1.96, "high": 10.0 + 1.96})  # 1.96 * 2 / sqrt(4)
     two = cell({"wins": 1, "draws": 2, "losses": 1})  # scores 1, .5, .5, 0: mean .5, std sqrt(.125)
     assert two["value"] == 0.5 and two["high"] - 0.5 == pytest.approx(1.96 * 0.125 ** 0.5 / 2)
+    assert cell({"score": {"value": 0.6, "low": 0.4, "high": 0.8}, "wins": 3, "draws": 0, "losses": 2}) == {
+        "value": 0.6, "low": 0.4, "high": 0.8}
     table = markdown([{"updates": 4, "env_steps": 64, "simulations": 1, "value": 1.0, "low": 0.5, "high": 1.5}],
                      "test return")
     assert "| 4 | 64 | 1 [0.5, 1.5] |" in table

@@ -151,12 +151,10 @@ def test_a_position_in_the_games_notation():
     twin = openspiel_game("pgx:tic_tac_toe")
     assert split_moves("x(1,1) o(0,0)") == ["x(1,1)", "o(0,0)"] and split_moves("4,0, 8") == ["4", "0", "8"]
 
-    def legal_of(played):
-        return [a for a in range(9) if a not in played]
-
-    assert parse_position("x(1,1) o(0,0) 8", twin, legal_of, 9) == [4, 0, 8]
+    assert parse_position("x(1,1) o(0,0) 8", twin, 9) == [4, 0, 8]
     with pytest.raises(IllegalMove, match="move 2 of the position"):
-        parse_position("4 4", twin, legal_of, 9)
+        parse_position("4 4", twin, 9)
+    assert parse_position("4 4", None, 9) == [4, 4]  # no twin: indices, checked when played
 
 
 # --- 6 and 8. the console, with and without a terminal ---------------------------------------------

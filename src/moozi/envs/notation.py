@@ -56,14 +56,14 @@ def split_moves(text: str) -> list[str]:
     return re.findall(r"[^\s,()]*\([^)]*\)|[^\s,]+", text)
 
 
-def parse_position(text: str, twin, legal_of, num_actions: int) -> list[int]:
+def parse_position(text: str, twin, num_actions: int) -> list[int]:
     """Environment actions of a position written as moves from the start (:func:`split_moves`), each in the
-    game's notation or as an index. ``twin``: the game's OpenSpiel form (None: indices only); ``legal_of(moves)``:
-    the legal actions after ``moves``."""
+    game's notation or as an index. ``twin``: the game's OpenSpiel form, which also checks each move is legal
+    there (None: indices only, checked by whoever plays them)."""
     state = twin.new_initial_state() if twin is not None else None
     moves: list[int] = []
     for token in split_moves(text):
-        legal = legal_of(moves)
+        legal = list(range(num_actions)) if state is None else list(state.legal_actions())
         move = parse_move(token, legal, state, num_actions)
         if move not in legal:
             raise IllegalMove(f"move {len(moves) + 1} of the position, {token!r}, is not legal there; legal: "

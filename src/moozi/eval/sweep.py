@@ -25,7 +25,10 @@ log = logging.getLogger("moozi")
 
 def cell(result: dict) -> dict:
     """One (checkpoint, simulations) cell from a :func:`moozi.eval.evaluate.evaluate` result: ``value`` with a
-    95% interval (normal approximation; two-player scores from wins, draws and losses)."""
+    95% interval (an arena opponent: its paired score interval; else a normal approximation, two-player scores
+    from wins, draws and losses)."""
+    if "score" in result:  # an arena opponent: the arena's own interval, from pairs of games
+        return {k: float(result["score"][k]) for k in ("value", "low", "high")}
     if "return_mean" in result:
         n = max(int(result["games"]), 1)
         half = 1.96 * float(result["return_std"]) / math.sqrt(n)

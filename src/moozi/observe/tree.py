@@ -400,14 +400,7 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     if position is not None:
         from moozi.envs.notation import parse_position
 
-        def legal_of(played):
-            replay = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, played)
-            try:
-                return np.flatnonzero(np.asarray(replay.timesteps[-1].legal_actions)[0]).tolist()
-            finally:
-                replay.close()
-
-        moves = parse_position(position, twin, legal_of, spec.num_actions)
+        moves = parse_position(position, twin, spec.num_actions)  # the replay below checks moves without a twin
     if moves is None:  # the test planner's own game up to episode_step
         moves = []
         game = GameReplay(config.env.name, config.env.kwargs, config.env.modules, seed, [])
