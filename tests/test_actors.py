@@ -370,3 +370,17 @@ def test_new_episodes_leave_no_game_begun_by_older_params(games, path):
         actor.close()
     assert 1 in versions[False]
     assert versions[True] == {2}
+
+
+def test_test_temperature_samples_the_search_policy_golden():
+    """testing.temperature T draws test moves from the search's policy raised to 1/T: 0.75 / 0.25 at T = 1,
+    0.75² / (0.75² + 0.25²) = 0.9 at T = 0.5; moves of probability 0 (illegal, the dummy) never."""
+    import jax.numpy as jnp
+
+    from moozi.workers.policy import sample_with_temperature
+
+    policy = jnp.tile(jnp.array([[0.0, 0.75, 0.25, 0.0]]), (8000, 1))
+    for temp, share in ((1.0, 0.75), (0.5, 0.9), (0.01, 1.0)):
+        draws = np.asarray(sample_with_temperature(jax.random.key(1), policy, temp))
+        assert set(draws.tolist()) <= {1, 2}
+        assert abs(np.mean(draws == 1) - share) < 0.02

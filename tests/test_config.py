@@ -2,7 +2,7 @@
 
 import pytest
 
-from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig, TargetConfig, from_dict, to_dict
+from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig, TargetConfig, TestingConfig, from_dict, to_dict
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,9 @@ from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig,
         (TargetConfig, {"unroll_steps": 2.5}, "targets.unroll_steps"),
         (LearnerConfig, {"lr_schedule": "step"}, "learner.lr_schedule"),
         (LearnerConfig, {"learning_rate": 0}, "learner.learning_rate"),
+        (TestingConfig, {"temperature": -0.5}, "testing.temperature = -0.5"),
+        (TestingConfig, {"random_move_prob": 1.5}, "testing.random_move_prob = 1.5 is invalid: allowed a number in [0.0, 1.0]"),
+        (TestingConfig, {"random_moves": 1.5}, "testing.random_moves"),
     ],
 )
 def test_bad_values_name_the_field(cls, kwargs, message):

@@ -1,5 +1,6 @@
-"""Long runs and the search budget (issue 44, items 2 and 4): `moozi train --continue` across sittings, params
-kept every N updates, `moozi eval --simulations` and `moozi sweep` over the kept checkpoints (tiny CartPole runs)."""
+"""Long runs and the search budget (issue 44, items 2, 4 and 5): `moozi train --continue` across sittings, params
+kept every N updates, `moozi eval --simulations` (and test randomness), `moozi sweep` over the kept checkpoints
+and `moozi curves` (tiny CartPole runs)."""
 
 import json
 
@@ -7,7 +8,9 @@ import pytest
 
 from moozi.checkpoint import list_checkpoints
 from moozi.cli import main
+from moozi.eval.evaluate import mean_interval
 from moozi.eval.sweep import cell, markdown
+from moozi.observe.curves import mean_curve, references_for
 from moozi.run_dir import find_checkpoint, kept_updates
 from tests.test_train_smoke import TINY
 
@@ -37,22 +40,72 @@ def test_eval_with_a_search_budget(kept_run, capsys):
     assert main(["eval", str(kept_run), "--simulations", "0"]) == 2
 
 
+def test_eval_with_randomness(kept_run, capsys):
+    """Test randomness reaches the games (every move random: both of CartPole's moves appear in 8 games of 12
+    steps, all the same with probability 2^-95), the output reports it, and bad values are refused."""
+    import numpy as np
+
+    from moozi.eval.evaluate import TestSettings, play
+
+    _, _, games, _ = play(kept_run, games=8, settings=TestSettings(random_move_prob=1.0))
+    actions = np.concatenate([g.trajectory.actions[:-1] for g in games])  # the last step's is the dummy
+    assert set(actions.tolist()) == {1, 2}  # augmented actions: 0 is the dummy
+    capsys.readouterr()
+    assert main(["eval", str(kept_run), "--games", "4", "--random-move-prob", "0.5", "--temperature", "0.5",
+                 "--random-moves", "2"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (out["random_move_prob"], out["temperature"], out["random_moves"]) == (0.5, 0.5, 2)
+    assert out["return_low"] <= out["return_mean"] <= out["return_high"] and out["distinct_returns"] >= 1
+    for bad in (["--temperature", "-1"], ["--random-move-prob", "1.5"], ["--random-moves", "-2"]):
+        assert main(["eval", str(kept_run), *bad]) == 2
+        assert bad[0].lstrip("-").replace("-", "_") in capsys.readouterr().err
+
+
 def test_sweep_writes_a_table_and_a_plot(kept_run, capsys):
     capsys.readouterr()
     first = kept_updates(kept_run)[0]
     assert main(["sweep", str(kept_run), "--simulations", "1", "2", "--episodes", "2", "--checkpoints",
-                 str(first)]) == 0
+                 str(first), "--random-move-prob", "0.25"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["cells"] == 2 and out["plot"].endswith(".png")
     rows = [json.loads(line) for line in open(out["jsonl"])]
     assert [(r["updates"], r["simulations"]) for r in rows] == [(first, 1), (first, 2)]
+    assert {r["random_move_prob"] for r in rows} == {0.25}
+    assert "random_move_prob 0.25" in open(out["markdown"]).read()
     assert "| updates | env steps | 1 sim | 2 sims |" in open(out["markdown"]).read()
     assert main(["sweep", str(kept_run), "--checkpoints", "999999"]) == 2
 
 
+def test_curves_draw_every_run(kept_run, tmp_path, capsys):
+    capsys.readouterr()
+    png = tmp_path / "curves.png"
+    assert main(["curves", str(kept_run), str(kept_run), "--out", str(png), "--title", "tiny"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert png.stat().st_size > 1000 and out["png"] == str(png)
+    (game, drawn), = out["games"].items()
+    assert game == "gymnax:CartPole-v1" and len(drawn["runs"]) == 2 and drawn["references"] == {}
+    assert main(["curves", str(tmp_path), "--out", str(png)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_curve_means_and_references_golden():
+    import numpy as np
+
+    grid, mean = mean_curve([(np.array([0.0, 10.0]), np.array([0.0, 10.0])),
+                             (np.array([0.0, 5.0, 20.0]), np.array([2.0, 2.0, 2.0]))], points=3)
+    assert grid.tolist() == [0.0, 5.0, 10.0]  # up to where the shorter curve ends
+    assert mean.tolist() == [1.0, 3.5, 6.0]  # (0 + 2) / 2, (5 + 2) / 2, (10 + 2) / 2
+    assert mean_curve([(np.array([0.0, 1.0]), np.array([1.0, 1.0]))])[0].size == 0  # one curve: no mean
+    refs = {r.label: r.value for r in references_for("gymnax:SpaceInvaders-MinAtar")}
+    assert refs["gymnax PPO, 10M steps"] == 131.0 and max(refs.values()) == 300.0
+
+
 def test_cells_golden():
-    one = cell({"games": 4, "return_mean": 10.0, "return_std": 2.0})
-    assert one == pytest.approx({"value": 10.0, "low": 10.0 - 1.96, "high": 10.0 + 1.96})  # 1.96 * 2 / sqrt(4)
+    mean, low, high = mean_interval([8.0, 12.0, 10.0, 10.0])  # sample std sqrt(8 / 3): half 1.96 * 1.633 / 2
+    assert (mean, high - mean) == pytest.approx((10.0, 1.96 * (8 / 3) ** 0.5 / 2))
+    assert mean_interval([5.0, 5.0, 5.0]) == (5.0, 5.0, 5.0)  # one game repeated: no width to claim
+    one = cell({"games": 4, "return_mean": mean, "return_low": low, "return_high": high})
+    assert one == pytest.approx({"value": 10.0, "low": low, "high": high})
     two = cell({"wins": 1, "draws": 2, "losses": 1})  # scores 1, .5, .5, 0: mean .5, std sqrt(.125)
     assert two["value"] == 0.5 and two["high"] - 0.5 == pytest.approx(1.96 * 0.125 ** 0.5 / 2)
     assert cell({"score": {"value": 0.6, "low": 0.4, "high": 0.8}, "wins": 3, "draws": 0, "losses": 2}) == {

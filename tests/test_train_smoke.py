@@ -37,7 +37,7 @@ TINY = [
 
 PRESETS = [
     "asterix", "atari-pong", "breakout", "cartpole", "connect4", "freeway", "minatar-breakout",
-    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "tictactoe",
+    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "thesis-minatar", "tictactoe",
 ]
 # Trained in CI: one per acting path and kind of game (device: gymnax single-player, pgx two-player; host:
 # OpenSpiel); the other bridges differ from these only below the step contract, which the conformance suite

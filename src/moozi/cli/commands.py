@@ -1,4 +1,4 @@
-"""The commands that use a trained run or a game: eval, match, gtp, play, ratings, watch, tree, embed, report,
+"""The commands that use a trained run or a game: eval, match, gtp, play, ratings, watch, tree, embed, report, curves,
 presets, envs. Each imports what it needs when it runs."""
 
 from __future__ import annotations
@@ -17,11 +17,20 @@ def _eval(args: argparse.Namespace) -> int:
     if args.games < 1:
         print("moozi eval: --games must be >= 1", file=sys.stderr)
         return 2
+    settings = _test_settings(args)
     _log_console()
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
-                      checkpoint=args.checkpoint, simulations=args.simulations)
+                      checkpoint=args.checkpoint, settings=settings)
     print(json.dumps(result))
     return 0
+
+
+def _test_settings(args: argparse.Namespace, simulations: bool = True):
+    """The eval/sweep options as :class:`moozi.eval.evaluate.TestSettings` (a bad value: ConfigError)."""
+    from moozi.eval.evaluate import TestSettings
+
+    return TestSettings(simulations=args.simulations if simulations else None, temperature=args.temperature,
+                        random_moves=args.random_moves, random_move_prob=args.random_move_prob)
 
 
 def _match(args: argparse.Namespace) -> int:
@@ -129,9 +138,10 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.episodes < 1 or any(n < 1 for n in args.simulations):
         print("moozi sweep: --episodes and every --simulations must be >= 1", file=sys.stderr)
         return 2
+    settings = _test_settings(args, simulations=False)
     _log_console()
     result = run_sweep(args.run_dir, args.simulations, args.episodes, args.seed, args.checkpoints, args.opponent,
-                       args.out_dir)
+                       args.out_dir, settings)
     print(Path(result["markdown"]).read_text(), file=sys.stderr)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
     return 0
@@ -192,6 +202,14 @@ def _report(args: argparse.Namespace) -> int:
         print(f"moozi report: {err}", file=sys.stderr)
         return 2
     print(json.dumps({"report": str(out), "runs": args.run_dirs}))
+    return 0
+
+
+def _curves(args: argparse.Namespace) -> int:
+    from moozi.observe.curves import draw_curves
+
+    out = Path(args.out) if args.out else Path(args.run_dirs[0]) / "curves.png"
+    print(json.dumps(draw_curves(args.run_dirs, out, args.title)))
     return 0
 
 

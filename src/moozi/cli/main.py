@@ -9,7 +9,7 @@ from moozi.cli.console import _catch_sigint, _drop_console, _user_error
 from moozi.cli.parser import build_parser
 
 # Commands that compile nothing, so need not import JAX to point it at the compile cache.
-_NO_COMPILE = ("presets", "envs", "report")
+_NO_COMPILE = ("presets", "envs", "report", "curves")
 
 
 def parse_args(argv: list[str] | None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from moozi.cli.commands import (
+    _curves,
     _embed,
     _envs,
     _eval,
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "score, testing.keep_best) or an update count of a kept checkpoint")
     ev.add_argument("--simulations", type=int, default=None, metavar="N",
                     help="the test planner's simulations per move (default: as trained; 1: the prior alone)")
+    _test_randomness(ev)
     ev.set_defaults(func=_eval)
 
     match = sub.add_parser(
@@ -168,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--checkpoints", type=int, nargs="+", default=None, metavar="UPDATES",
                        help="update counts to play (default: every checkpoint the run holds)")
     sweep.add_argument("--opponent", default="random", help="two-player games: the opponent (default random)")
+    _test_randomness(sweep)
     sweep.add_argument("--seed", type=int, default=0)
     sweep.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/sweeps)")
     sweep.set_defaults(func=_sweep)
@@ -230,8 +233,31 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", metavar="FILE.html", help="where to write (default: the first DIR/report.html)")
     report.set_defaults(func=_report)
 
+    curves = sub.add_parser("curves", help="learning curves of runs over seeds beside published scores, as a PNG",
+                            description="Draw the test return of runs (seeds of one game, or several games) against "
+                                        "env steps and against wall clock, the mean over the runs of each game, and "
+                                        "the game's published reference scores (the MooZi thesis, gymnax PPO, the "
+                                        "MinAtar paper) as dashed lines; one row per game. Prints one JSON line.")
+    curves.add_argument("run_dirs", nargs="+", metavar="DIR", help="run directories written by `moozi train`")
+    curves.add_argument("--out", metavar="FILE.png", help="where to write (default: the first DIR/curves.png)")
+    curves.add_argument("--title", default=None, help="a title above the panels")
+    curves.set_defaults(func=_curves)
+
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)
     envs = sub.add_parser("envs", help="list the registered environment names")
     envs.set_defaults(func=_envs)
     return parser
+
+
+def _test_randomness(parser: argparse.ArgumentParser) -> None:
+    """The options that add randomness to test games (default: the run's ``testing`` section)."""
+    parser.add_argument("--temperature", type=float, default=None, metavar="T",
+                        help="draw moves from the search's policy raised to 1/T (default: the run's "
+                             "testing.temperature; 0: greedy)")
+    parser.add_argument("--random-moves", type=int, default=None, metavar="N",
+                        help="the agent's first N moves are uniformly random (default: testing.random_moves)")
+    parser.add_argument("--random-move-prob", type=float, default=None, metavar="P",
+                        help="each later move is uniformly random with probability P, an epsilon test (default: "
+                             "testing.random_move_prob). A deterministic game (gymnax MinAtar) needs some "
+                             "randomness, or every game is the same game")

@@ -149,8 +149,8 @@ MOVED_KEYS = {
     "driver.keep_checkpoints": "output.keep_checkpoints",
     "driver.log_every_epochs": "output.log_every_epochs",
     "planner.temperature": "acting.temperature (a schedule [[env_steps, temperature], ...]; "
-                           "test games are always greedy)",
-    "test_planner.temperature": "nowhere: test and evaluation games are always greedy (remove the key)",
+                           "test games: testing.temperature)",
+    "test_planner.temperature": "testing.temperature (0: greedy test and evaluation games)",
     "replay.frame_storage": "the game's spec: frames are stored in the dtype the game declares (remove the key)",
 }
 

@@ -121,7 +121,7 @@ class ActingConfig:
       visit-count temperature of training moves (thesis: 1.0, then lower as
       training goes on; 0 plays the most visited action). Gumbel search
       explores through its own noise (``planner.gumbel_scale``). Test and
-      evaluation games are always greedy.
+      evaluation games have their own (``testing.temperature``, 0: greedy).
     explore_moves: explore (temperature, Gumbel noise) only on the first
       this-many moves of each episode, greedy after (AlphaZero's opening
       exploration); None explores on every move.
@@ -335,6 +335,12 @@ class TestingConfig:
       ``"random"`` or ``"perfect"`` (tic-tac-toe only; then the test score, and
       so the ``best`` checkpoint, ranks params by how they fare against
       perfect play instead of against a random mover).
+    temperature: test moves are drawn from the search's policy raised to
+      ``1 / temperature`` (0: greedy, the search's own choice).
+    random_moves / random_move_prob: the agent's first this-many moves of a
+      test game are uniformly random, and each later one with this probability
+      (an epsilon test). A greedy test of a deterministic game (gymnax MinAtar
+      from its reset) is one game repeated; these make the episodes differ.
     """
 
     __test__ = False  # not a pytest class
@@ -348,9 +354,15 @@ class TestingConfig:
     best_window: int = 3
     record_every: int = 0
     opponent: str = "random"
+    temperature: float = 0.0
+    random_moves: int = 0
+    random_move_prob: float = 0.0
 
     def __post_init__(self):
         o = "testing"
+        _number_in(o, "temperature", self.temperature, 0.0, float("inf"))
+        _nonneg_int(o, "random_moves", self.random_moves)
+        _number_in(o, "random_move_prob", self.random_move_prob, 0.0, 1.0)
         _choice(o, "opponent", self.opponent, ("random", "perfect"))
         _nonneg_int(o, "every", self.every)
         _nonneg_int(o, "health_tests", self.health_tests)

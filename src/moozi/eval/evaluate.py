@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -19,21 +21,74 @@ def check_simulations(simulations) -> None:
         raise ConfigError(f"simulations = {simulations!r} is invalid: allowed an integer >= 1 (1: the prior alone)")
 
 
+@dataclass(frozen=True)
+class TestSettings:
+    """How evaluation games are played; each None keeps the run's own (``test_planner`` / ``testing``).
+
+    simulations: the test planner's simulations per move (1: the prior alone).
+    temperature: moves drawn from the search's policy raised to ``1 / temperature`` (0: greedy).
+    random_moves / random_move_prob: the agent's first this-many moves are uniformly random, and each later
+      one with this probability (an epsilon test).
+    """
+
+    __test__ = False  # not a pytest class
+
+    simulations: int | None = None
+    temperature: float | None = None
+    random_moves: int | None = None
+    random_move_prob: float | None = None
+
+    def __post_init__(self):
+        if self.simulations is not None:
+            check_simulations(self.simulations)
+        checks = (("temperature", self.temperature, "a number >= 0 (0: greedy)", float("inf")),
+                  ("random_moves", self.random_moves, "an integer >= 0", None),
+                  ("random_move_prob", self.random_move_prob, "a number in [0, 1]", 1.0))
+        for name, value, allowed, high in checks:
+            if value is None:
+                continue
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not is_number or value < 0 or (high is None and not isinstance(value, int)) or \
+                    (high is not None and value > high):
+                raise ConfigError(f"{name} = {value!r} is invalid: allowed {allowed}")
+
+    def apply(self, config):
+        """``config`` with these settings in its test planner and testing section."""
+        if self.simulations is not None:
+            config = dataclasses.replace(config, test_planner=dataclasses.replace(
+                config.test_planner, num_simulations=self.simulations))
+        changes = {k: getattr(self, k) for k in ("temperature", "random_moves", "random_move_prob")
+                   if getattr(self, k) is not None}
+        return dataclasses.replace(config, testing=dataclasses.replace(config.testing, **changes)) if changes \
+            else config
+
+    @staticmethod
+    def of(config) -> dict:
+        """The settings a config plays test games with (for results)."""
+        t = config.testing
+        return {"simulations": int(config.test_planner.num_simulations), "temperature": float(t.temperature),
+                "random_moves": int(t.random_moves), "random_move_prob": float(t.random_move_prob)}
+
+
 def with_simulations(config, simulations: int | None):
     """``config`` with the test planner searching ``simulations`` times per move (None: as trained)."""
-    import dataclasses
+    return TestSettings(simulations=simulations).apply(config)
 
-    if simulations is None:
-        return config
-    check_simulations(simulations)
-    return dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
-                                                                        num_simulations=simulations))
+
+def mean_interval(values, z: float = 1.96) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of ``values`` with a normal-approximation interval (sample std; a single
+    value, or values that never differ, give a zero-width interval: one game repeated is not a sample)."""
+    x = np.asarray(values, np.float64)
+    mean = float(x.mean())
+    half = z * float(x.std(ddof=1)) / np.sqrt(x.size) if x.size > 1 else 0.0
+    return mean, float(mean - half), float(mean + half)
 
 
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
          checkpoint: str = "latest", record_frames: bool = False, with_spec: bool = False,
-         simulations: int | None = None):
-    """Play ``games`` games of a run's checkpoint (test planner, greedy moves).
+         settings: TestSettings | None = None):
+    """Play ``games`` games of a run's checkpoint (test planner; greedy moves unless ``settings`` or the
+    run's ``testing`` section add randomness).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
     count (:func:`moozi.run_dir.find_checkpoint`). ``record_frames`` keeps
@@ -45,7 +100,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     """
     from moozi.eval.perfect import make_opponent
 
-    run = open_run(run_dir, checkpoint, with_simulations(load_run_config(run_dir), simulations), keep_env=True)
+    run = open_run(run_dir, checkpoint, (settings or TestSettings()).apply(load_run_config(run_dir)), keep_env=True)
     config, env = run.config, run.env
     try:
         two_player = env.spec.two_player
@@ -75,7 +130,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
 
 
 def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-             checkpoint: str = "latest", simulations: int | None = None) -> dict:
+             checkpoint: str = "latest", settings: TestSettings | None = None) -> dict:
     """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
 
     Two-player games: the agent takes each seat in half of the games (exactly
@@ -90,8 +145,8 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         two = env.spec.two_player
         env.close()
         if two:
-            return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint, simulations)
-    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint, simulations=simulations)
+            return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint, settings or TestSettings())
+    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint, settings=settings)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {
@@ -102,7 +157,7 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         "checkpoint": meta["path"],
         "updates": int(meta["counters"]["updates"]),
         "env_steps": int(meta["counters"]["env_steps"]),
-        "simulations": int(config.test_planner.num_simulations),
+        **TestSettings.of(config),
     }
     if two_player:
         out.update(
@@ -114,13 +169,15 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
             losses_as_second_seat=int(np.sum((returns < 0) & (seats == 1))),
         )
     else:
-        out.update(return_mean=float(returns.mean()), return_std=float(returns.std()),
-                   return_min=float(returns.min()), return_max=float(returns.max()))
+        mean, low, high = mean_interval(returns)
+        out.update(return_mean=mean, return_low=low, return_high=high, return_std=float(returns.std()),
+                   return_min=float(returns.min()), return_max=float(returns.max()),
+                   distinct_returns=int(np.unique(returns).size))
     return out
 
 
 def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint: str,
-                       simulations: int | None = None) -> dict:
+                       settings: TestSettings) -> dict:
     """``moozi eval`` against any arena player (``moozi.eval.players``): the agent takes each seat in half the
     games (pairs from the initial position, seats swapped); the arena's summary is kept under ``"match"``."""
     import tempfile
@@ -132,9 +189,11 @@ def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint
 
     if games < 2:
         raise ConfigError(f"--games {games}: an arena opponent plays pairs, so at least 2")
-    if simulations is not None:
-        check_simulations(simulations)
-    sims = "" if simulations is None else f",sims={simulations}"
+    if settings.random_moves:
+        raise ConfigError(f"--random-moves {settings.random_moves}: against an arena opponent the games start "
+                          "from the same random openings in pairs; use `moozi match RUN OPPONENT --opening-plies N`")
+    options = {"sims": settings.simulations, "temp": settings.temperature, "eps": settings.random_move_prob}
+    sims = "".join(f",{k}={v}" for k, v in options.items() if v is not None)
     with tempfile.TemporaryDirectory(prefix="moozi-eval-") as folder:  # the records are not kept
         m = run_match(f"{run_dir}@{checkpoint}{sims}", opponent, pairs=games // 2, opening_plies=0, seed=seed,
                       records=str(Path(folder) / "games.jsonl"))
@@ -145,7 +204,8 @@ def _evaluate_in_arena(run_dir, opponent: str, games: int, seed: int, checkpoint
     return {
         "run_dir": str(run_dir), "env": m["game"], "opponent": opponent, "games": m["games"],
         "checkpoint": str(path), "updates": int(counters["updates"]), "env_steps": int(counters["env_steps"]),
-        "simulations": m["a"]["settings"].get("sims"), "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
+        "simulations": m["a"]["settings"].get("sims"), "temperature": m["a"]["settings"].get("temp", 0.0),
+        "random_move_prob": m["a"]["settings"].get("eps", 0.0), "wins": m["wins"], "draws": m["draws"], "losses": m["losses"],
         "games_as_first_seat": sum(first.values()), "losses_as_first_seat": first["losses"],
         "losses_as_second_seat": second["losses"], "score": m["score"], "elo": m["elo"], "match": m,
     }

@@ -30,9 +30,8 @@ def cell(result: dict) -> dict:
     if "score" in result:  # an arena opponent: the arena's own interval, from pairs of games
         return {k: float(result["score"][k]) for k in ("value", "low", "high")}
     if "return_mean" in result:
-        n = max(int(result["games"]), 1)
-        half = 1.96 * float(result["return_std"]) / math.sqrt(n)
-        value = float(result["return_mean"])
+        return {"value": float(result["return_mean"]), "low": float(result["return_low"]),
+                "high": float(result["return_high"])}
     else:
         n = max(int(result["wins"] + result["draws"] + result["losses"]), 1)
         scores = np.r_[np.ones(result["wins"]), np.full(result["draws"], 0.5), np.zeros(result["losses"])]
@@ -42,9 +41,12 @@ def cell(result: dict) -> dict:
 
 
 def sweep(run_dir, simulations: list[int], episodes: int = 30, seed: int = 0, checkpoints: list[int] | None = None,
-          opponent: str = "random") -> list[dict]:
-    """The sweep's rows, one per (checkpoint, simulation count), checkpoints oldest first."""
-    from moozi.eval.evaluate import check_simulations, evaluate
+          opponent: str = "random", settings=None) -> list[dict]:
+    """The sweep's rows, one per (checkpoint, simulation count), checkpoints oldest first; ``settings``
+    (:class:`moozi.eval.evaluate.TestSettings`, its simulations ignored) adds randomness to the games."""
+    import dataclasses
+
+    from moozi.eval.evaluate import TestSettings, check_simulations, evaluate
     from moozi.run_dir import kept_updates
 
     for n in simulations:
@@ -60,9 +62,12 @@ def sweep(run_dir, simulations: list[int], episodes: int = 30, seed: int = 0, ch
     for updates in chosen:
         for n in simulations:
             t = time.perf_counter()
-            r = evaluate(run_dir, opponent, episodes, seed, str(updates), simulations=n)
+            games = dataclasses.replace(settings or TestSettings(), simulations=n)
+            r = evaluate(run_dir, opponent, episodes, seed, str(updates), settings=games)
             rows.append({"updates": updates, "env_steps": r["env_steps"], "simulations": n, "games": r["games"],
-                         "two_player": "wins" in r, **cell(r), "seconds": time.perf_counter() - t})
+                         "two_player": "wins" in r, **cell(r), "seconds": time.perf_counter() - t,
+                         "temperature": r.get("temperature"), "random_move_prob": r.get("random_move_prob"),
+                         "random_moves": r.get("random_moves")})
             log.info("sweep: update %d, %d simulations: %.3f [%.3f, %.3f]", updates, n, rows[-1]["value"],
                      rows[-1]["low"], rows[-1]["high"])
     return rows
@@ -112,14 +117,14 @@ def plot(rows: list[dict], path: Path, title: str, what: str) -> Path | None:
 
 
 def run_sweep(run_dir, simulations: list[int], episodes: int = 30, seed: int = 0,
-              checkpoints: list[int] | None = None, opponent: str = "random", out_dir=None) -> dict:
+              checkpoints: list[int] | None = None, opponent: str = "random", out_dir=None, settings=None) -> dict:
     """``moozi sweep``: the rows, written as ``sweep-STAMP.jsonl`` / ``.md`` / ``.png`` in ``out_dir``
     (default ``RUN/sweeps``); returns the paths and the rows."""
     from moozi.run_dir import load_run_config
 
     config = load_run_config(run_dir)
     t = time.perf_counter()
-    rows = sweep(run_dir, simulations, episodes, seed, checkpoints, opponent)
+    rows = sweep(run_dir, simulations, episodes, seed, checkpoints, opponent, settings)
     out_dir = Path(out_dir) if out_dir else Path(run_dir) / "sweeps"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"sweep-{datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%d-%H%M%S')}"
@@ -127,7 +132,9 @@ def run_sweep(run_dir, simulations: list[int], episodes: int = 30, seed: int = 0
         for r in rows:
             f.write(json.dumps(r) + "\n")
     what = f"score against {opponent}" if rows[0]["two_player"] else "test return"
-    title = f"{config.env.name}: {what} by search budget ({episodes} games per point)"
+    first = rows[0]
+    noise = [f"{k} {first[k]:g}" for k in ("temperature", "random_moves", "random_move_prob") if first.get(k)]
+    title = f"{config.env.name}: {what} by search budget ({episodes} games per point{''.join(', ' + n for n in noise)})"
     stem.with_suffix(".md").write_text(f"# {title}\n\n" + markdown(rows, what))
     picture = plot(rows, stem.with_suffix(".png"), title, what)
     return {"jsonl": str(stem.with_suffix(".jsonl")), "markdown": str(stem.with_suffix(".md")),

@@ -46,8 +46,9 @@ def make_actor(config, env, model, role: str, rng, *, seed: int = 0, num_envs: i
         history_length=c.targets.history_length,
         mode=role,
         explore_moves=c.acting.explore_moves,
-        random_moves=c.acting.random_moves,
-        random_move_prob=c.acting.random_move_prob,
+        random_moves=c.acting.random_moves if train else c.testing.random_moves,
+        random_move_prob=c.acting.random_move_prob if train else c.testing.random_move_prob,
+        temperature=0.0 if train else c.testing.temperature,
         record_frames=train if record_frames is None else bool(record_frames),
     )
     if num_envs is None:

@@ -11,8 +11,11 @@ Modes (static, :attr:`PolicyConfig.mode`):
 
 * ``"train"``: self-play with exploration; the actions the search chose (or
   a random move, flagged in ``random_action``).
-* ``"test"``: greedy (temperature 0; the test planner sets no noise); in
-  two-player games ``external_action`` (the opponent's move) is played on
+* ``"test"``: greedy (temperature 0; the test planner sets no noise) unless
+  the testing settings add randomness (``temperature``: sample from the
+  search's policy; ``random_moves`` / ``random_move_prob``: random opening
+  moves and epsilon moves, the agent's only), so that a deterministic game
+  is not one game repeated; in two-player games ``external_action`` (the opponent's move) is played on
   the opponent's turns, and the agent's seat swaps after every game.
 * ``"forced"``: ``external_action`` is played on every step (reanalyze: the
   stored actions), so histories stack exactly the stored actions; the search
@@ -56,8 +59,12 @@ class PolicyConfig:
     discount: gamma.
     history_length: L.
     mode: ``"train"``, ``"test"`` or ``"forced"`` (see the module doc).
-    explore_moves / random_moves / random_move_prob: training exploration
-      (``moozi.config.ActingConfig``); ignored in the other modes.
+    explore_moves: training exploration (``moozi.config.ActingConfig``);
+      ignored in the other modes.
+    random_moves / random_move_prob: random moves of training (``acting``) or
+      of test games (``testing``); ignored in ``"forced"`` mode.
+    temperature: test games: sample the move from the search's policy raised to
+      ``1 / temperature`` (0: the search's own, greedy choice).
     record_frames: emit frames in ``StepSample.frame`` (off for test games,
       whose episodes are only scored).
     """
@@ -70,6 +77,7 @@ class PolicyConfig:
     explore_moves: int | None = None
     random_moves: int = 0
     random_move_prob: float = 0.0
+    temperature: float = 0.0
     record_frames: bool = True
 
     def __post_init__(self):
@@ -169,6 +177,14 @@ def random_exploration(key, legal_actions, episode_step, action, random_moves: i
     return jnp.where(is_random, rand, action).astype(jnp.int32), is_random
 
 
+def sample_with_temperature(key, policy, temperature: float) -> jax.Array:
+    """``[B]`` augmented action drawn from ``policy`` ``[B, A]`` raised to ``1 / temperature`` (static, > 0);
+    actions of probability 0 (illegal, or the dummy) are never drawn."""
+    logits = jnp.where(policy > 0, jnp.log(jnp.maximum(policy, 1e-30)) / temperature, -jnp.inf)
+    logits = jnp.where(jnp.any(policy > 0, axis=-1, keepdims=True), logits, 0.0)
+    return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
 def random_legal_action(key, legal_actions) -> jax.Array:
     """``[B]`` uniformly random legal *environment* action (0 where nothing is legal)."""
     logits = jnp.where(legal_actions, 0.0, -jnp.inf)
@@ -221,10 +237,13 @@ def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_
                      discount=config.discount, two_player=spec.two_player, temperature=temp, gumbel_scale=gumbel)
     action, is_random = out.action.astype(jnp.int32), jnp.zeros(ts.is_first.shape, jnp.bool_)
     seat, first_player = state.agent_seat, state.first_player
-    if mode == "train":
+    if mode == "test" and config.temperature:
+        chosen = sample_with_temperature(jax.random.fold_in(search_key, 3), out.root_policy, config.temperature)
+        action = jnp.where(jnp.any(ts.legal_actions, axis=-1), chosen, action).astype(jnp.int32)
+    if mode != "forced":
         action, is_random = random_exploration(search_key, ts.legal_actions, episode_step, action,
                                                config.random_moves, config.random_move_prob)
-    elif mode == "forced":
+    if mode == "forced":
         action = external_action.astype(jnp.int32)
     elif spec.two_player:
         seat = jnp.where(ts.is_first, 1 - seat, seat)
