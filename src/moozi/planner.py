@@ -17,6 +17,8 @@ player to move, so two-player zero-sum search uses discount ``-gamma``.
 
 from __future__ import annotations
 
+import functools
+
 from typing import Callable, NamedTuple
 
 import jax
@@ -174,8 +176,10 @@ def search(
             temperature=_per_element(1.0 if temperature is None else temperature),
         )
     else:
+        qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=config.value_scale,
+                                       maxvisit_init=config.maxvisit_init, rescale_values=config.rescale_values)
         out = mctx.gumbel_muzero_policy(
-            params, rng, mroot, recurrent_fn, **common,
+            params, rng, mroot, recurrent_fn, **common, qtransform=qtransform,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=_per_element(config.gumbel_scale if gumbel_scale is None else gumbel_scale),
         )

@@ -88,6 +88,10 @@ class PlannerConfig:
     max_num_considered_actions / gumbel_scale: Gumbel root settings
       (gumbel_scale 0 makes the search deterministic, for evaluation).
     max_depth: optional cap on search depth (None: num_simulations).
+    value_scale / maxvisit_init / rescale_values: Gumbel: how completed Q-values
+      enter the improved policy, ``(maxvisit_init + max visits) * value_scale *
+      q`` with ``q`` min-max scaled per node when ``rescale_values``
+      (``mctx.qtransform_completed_by_mix_value``; its defaults).
     """
 
     kind: Literal["puct", "gumbel"] = "puct"
@@ -99,9 +103,15 @@ class PlannerConfig:
     max_num_considered_actions: int = 16
     gumbel_scale: float = 1.0
     max_depth: int | None = None
+    value_scale: float = 0.1
+    maxvisit_init: float = 50.0
+    rescale_values: bool = True
 
     def __post_init__(self):
         o = "planner"
+        _number_in(o, "value_scale", self.value_scale, 0.0, float("inf"), lo_open=True)
+        _number_in(o, "maxvisit_init", self.maxvisit_init, 0.0, float("inf"))
+        _boolean(o, "rescale_values", self.rescale_values)
         _choice(o, "kind", self.kind, ("puct", "gumbel"))
         _positive_int(o, "num_simulations", self.num_simulations)
         _number_in(o, "pb_c_init", self.pb_c_init, 0.0, float("inf"), lo_open=True)
