@@ -84,6 +84,7 @@ def test_curves_draw_every_run(kept_run, tmp_path, capsys):
     assert png.stat().st_size > 1000 and out["png"] == str(png)
     (game, drawn), = out["games"].items()
     assert game == "gymnax:CartPole-v1" and len(drawn["runs"]) == 2 and drawn["references"] == {}
+    assert drawn["seeds_of_one_recipe"]  # the same run twice: one recipe, so a mean is drawn
     assert main(["curves", str(tmp_path), "--out", str(png)]) == 2
     assert "not a run directory" in capsys.readouterr().err
 

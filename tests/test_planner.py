@@ -98,12 +98,14 @@ def test_legal_mask_size_mismatch_is_a_clear_error(learned):
              PlannerConfig(num_simulations=2), discount=0.9, two_player=False)
 
 
-@pytest.mark.parametrize("rescale, p_better", [(True, 0.993940), (False, 0.512747)])
-def test_gumbel_value_scale_golden(rescale, p_better):
+@pytest.mark.parametrize("rescale, floor, p_better", [(True, 1e-8, 0.993940), (False, 1e-8, 0.512747),
+                                                     (True, 1.0, 0.512747)])
+def test_gumbel_value_scale_golden(rescale, floor, p_better):
     """A two-armed bandit whose arms pay 0.10 and 0.11 (root value 0.105, so the mixed value of the unvisited
     dummy lies between them). Two simulations visit each arm once; the improved policy is
     softmax(prior logits + (50 + 1) * 0.1 * q). Min-max rescaled, q is 0 and 1 however small the real gap:
-    p(better) = sigmoid(5.1) = 0.99394. On the rewards' own scale: sigmoid(5.1 * 0.01) = 0.51275."""
+    p(better) = sigmoid(5.1) = 0.99394. On the rewards' own scale: sigmoid(5.1 * 0.01) = 0.51275; and so too
+    when rescaled with a floor of 1 on the range (0.01 < 1: (q - min) / 1)."""
     from moozi.planner import RootEval, StepEval
 
     def step(params, embedding, action):
@@ -112,6 +114,6 @@ def test_gumbel_value_scale_golden(rescale, p_better):
 
     root = RootEval(jnp.zeros((1, 1)), jnp.full((1,), 0.105), jnp.zeros((1, 3)))
     cfg = PlannerConfig(kind="gumbel", num_simulations=2, max_num_considered_actions=2, gumbel_scale=0.0,
-                        rescale_values=rescale)
+                        rescale_values=rescale, min_value_range=floor)
     out = search(None, jax.random.key(0), root, step, jnp.ones((1, 2), bool), cfg, discount=1.0, two_player=False)
     np.testing.assert_allclose(out.root_policy[0], [0.0, 1 - p_better, p_better], atol=1e-5)

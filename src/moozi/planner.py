@@ -18,7 +18,6 @@ player to move, so two-player zero-sum search uses discount ``-gamma``.
 from __future__ import annotations
 
 import functools
-
 from typing import Callable, NamedTuple
 
 import jax
@@ -177,7 +176,8 @@ def search(
         )
     else:
         qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=config.value_scale,
-                                       maxvisit_init=config.maxvisit_init, rescale_values=config.rescale_values)
+                                       maxvisit_init=config.maxvisit_init, rescale_values=config.rescale_values,
+                                       epsilon=config.min_value_range)
         out = mctx.gumbel_muzero_policy(
             params, rng, mroot, recurrent_fn, **common, qtransform=qtransform,
             max_num_considered_actions=config.max_num_considered_actions,

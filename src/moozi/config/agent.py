@@ -92,6 +92,9 @@ class PlannerConfig:
       enter the improved policy, ``(maxvisit_init + max visits) * value_scale *
       q`` with ``q`` min-max scaled per node when ``rescale_values``
       (``mctx.qtransform_completed_by_mix_value``; its defaults).
+    min_value_range: Gumbel, with ``rescale_values``: the smallest range the
+      min-max scaling divides by (mctx's ``epsilon``), so Q-values closer than
+      this are not stretched to the full [0, 1] (in the game's return units).
     """
 
     kind: Literal["puct", "gumbel"] = "puct"
@@ -106,9 +109,11 @@ class PlannerConfig:
     value_scale: float = 0.1
     maxvisit_init: float = 50.0
     rescale_values: bool = True
+    min_value_range: float = 1e-8
 
     def __post_init__(self):
         o = "planner"
+        _number_in(o, "min_value_range", self.min_value_range, 0.0, float("inf"), lo_open=True)
         _number_in(o, "value_scale", self.value_scale, 0.0, float("inf"), lo_open=True)
         _number_in(o, "maxvisit_init", self.maxvisit_init, 0.0, float("inf"))
         _boolean(o, "rescale_values", self.rescale_values)

@@ -1,13 +1,15 @@
 """``moozi curves``: learning curves of runs over seeds beside published reference scores, as one PNG.
 
 Runs are grouped by game (``env.name``); each game gets one row of two panels: the test return against env
-steps (one MinAtar step is one frame) and against wall clock in hours. Each run is a thin line, the mean of
-the seeds a thick one (on the env steps all of them reached), and every reference score known for the game
-(:data:`REFERENCES`) a dashed horizontal line with its source in the legend.
+steps (one MinAtar step is one frame) and against wall clock in hours. Each run is a thin line; where a
+game's runs differ only in their seed (and testing/output settings), their mean is a thick one (up to the
+env steps all of them reached); every reference score known for the game (:data:`REFERENCES`) is a dashed
+horizontal line with its source in the legend.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,8 @@ import numpy as np
 from moozi.config import ConfigError
 
 TEST_KEY = "test/return_mean"
+RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#bcbd22", "#7f7f7f", "#e377c2")
+REF_COLOURS = ("#d62728", "#9467bd", "#8c564b")  # never a run's colour
 
 
 @dataclass(frozen=True)
@@ -77,12 +81,13 @@ def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], points: int = 60) ->
     return grid, np.mean([np.interp(grid, xs, ys) for xs, ys in series], axis=0)
 
 
-def load_runs(run_dirs: list[Path | str]) -> dict[str, list[tuple[str, list[dict]]]]:
-    """``{env name: [(label, metrics rows), ...]}`` in the order given; a run without tests is an error."""
+def load_runs(run_dirs: list[Path | str]) -> dict[str, list[tuple[str, list[dict], str]]]:
+    """``{env name: [(label, metrics rows, recipe), ...]}`` in the order given; a run without tests is an
+    error."""
     from moozi.observe.metrics import read_metrics
     from moozi.run_dir import load_run_config
 
-    games: dict[str, list[tuple[str, list[dict]]]] = {}
+    games: dict[str, list[tuple[str, list[dict], str]]] = {}
     for run in map(Path, run_dirs):
         if not (run / "config.yaml").exists():
             raise ConfigError(f"{run} is not a run directory (no config.yaml); give directories written by "
@@ -92,8 +97,20 @@ def load_runs(run_dirs: list[Path | str]) -> dict[str, list[tuple[str, list[dict
             raise ConfigError(f"{run} has no test in its metrics yet (testing.every); nothing to draw")
         config = load_run_config(run)
         label = f"{run.name} (seed {config.schedule.seed})"
-        games.setdefault(config.env.name, []).append((label, rows))
+        games.setdefault(config.env.name, []).append((label, rows, recipe(config)))
     return games
+
+
+def recipe(config) -> str:
+    """What makes runs seeds of one another: the config without its seed, its testing and its output (testing
+    and output do not change what is learnt)."""
+    from moozi.config import to_dict
+
+    d = to_dict(config)
+    d["schedule"] = {k: v for k, v in d["schedule"].items() if k not in ("seed", "max_env_steps")}
+    for section in ("testing", "output"):
+        d.pop(section, None)
+    return json.dumps(d, sort_keys=True, default=str)
 
 
 def draw_curves(run_dirs: list[Path | str], out: Path | str, title: str | None = None) -> dict:
@@ -114,14 +131,15 @@ def draw_curves(run_dirs: list[Path | str], out: Path | str, title: str | None =
             for col, (x, scale, xlabel) in enumerate((("env_steps", 1e6, "env steps (millions)"),
                                                       ("wall_s", 3600.0, "wall clock (hours, this machine)"))):
                 ax = axes[row][col]
-                series = [test_series(rows, x) for _, rows in runs]
-                for (label, _), (xs, ys) in zip(runs, series):
-                    ax.plot(xs / scale, ys, lw=0.9, alpha=0.55, label=label)
-                mx, my = mean_curve(series)
-                if mx.size:
-                    ax.plot(mx / scale, my, lw=2.2, color="black", label=f"mean of {len(runs)} runs")
+                series = [test_series(rows, x) for _, rows, _ in runs]
+                for i, ((label, _, _), (xs, ys)) in enumerate(zip(runs, series)):
+                    ax.plot(xs / scale, ys, lw=0.9, alpha=0.6, color=RUN_COLOURS[i % len(RUN_COLOURS)], label=label)
+                mx, my = mean_curve(series) if len({r for _, _, r in runs}) == 1 else (np.zeros(0), np.zeros(0))
+                if mx.size:  # only seeds of one recipe are averaged
+                    ax.plot(mx / scale, my, lw=2.2, color="black", label=f"mean of {len(runs)} seeds")
                 for i, ref in enumerate(refs):
-                    ax.axhline(ref.value, ls="--", lw=1.0, color=f"C{(i + 3) % 10}", label=ref.label)
+                    ax.axhline(ref.value, ls=(0, (4, 2 + i)), lw=1.1, color=REF_COLOURS[i % len(REF_COLOURS)],
+                               label=ref.label)
                 ax.set_xlabel(xlabel, fontsize=8)
                 ax.set_ylabel("test return", fontsize=8)
                 ax.set_title(game, fontsize=9)
@@ -131,7 +149,8 @@ def draw_curves(run_dirs: list[Path | str], out: Path | str, title: str | None =
                     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
             drawn[game] = {"runs": [{"run": label, "last_test": float(test_series(rows, "env_steps")[1][-1]),
                                      "env_steps": float(test_series(rows, "env_steps")[0][-1])}
-                                    for label, rows in runs],
+                                    for label, rows, _ in runs],
+                           "seeds_of_one_recipe": len({r for _, _, r in runs}) == 1,
                            "references": {r.label: r.value for r in refs}}
         if title:
             fig.suptitle(title, fontsize=10)

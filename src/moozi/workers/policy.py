@@ -240,12 +240,12 @@ def policy_step(params, state: PolicyState, ts: TimeStep, temperature, external_
     if mode == "test" and config.temperature:
         chosen = sample_with_temperature(jax.random.fold_in(search_key, 3), out.root_policy, config.temperature)
         action = jnp.where(jnp.any(ts.legal_actions, axis=-1), chosen, action).astype(jnp.int32)
-    if mode != "forced":
-        action, is_random = random_exploration(search_key, ts.legal_actions, episode_step, action,
-                                               config.random_moves, config.random_move_prob)
     if mode == "forced":
         action = external_action.astype(jnp.int32)
-    elif spec.two_player:
+    else:
+        action, is_random = random_exploration(search_key, ts.legal_actions, episode_step, action,
+                                               config.random_moves, config.random_move_prob)
+    if mode == "test" and spec.two_player:  # the opponent's moves replace ours on its turns
         seat = jnp.where(ts.is_first, 1 - seat, seat)
         first_player = jnp.where(ts.is_first, ts.to_play, first_player).astype(jnp.int32)
         agent_player = jnp.where(seat == 0, first_player, 1 - first_player)
