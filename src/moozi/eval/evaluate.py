@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from moozi.config import ConfigError
+from moozi.config import ConfigError, TestingConfig
 from moozi.parts import build_parts
 from moozi.run_dir import load_run_config, open_run
 from moozi.workers import agent_return, make_actor, play_games
@@ -41,26 +41,20 @@ class TestSettings:
     def __post_init__(self):
         if self.simulations is not None:
             check_simulations(self.simulations)
-        checks = (("temperature", self.temperature, "a number >= 0 (0: greedy)", float("inf")),
-                  ("random_moves", self.random_moves, "an integer >= 0", None),
-                  ("random_move_prob", self.random_move_prob, "a number in [0, 1]", 1.0))
-        for name, value, allowed, high in checks:
-            if value is None:
-                continue
-            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not is_number or value < 0 or (high is None and not isinstance(value, int)) or \
-                    (high is not None and value > high):
-                raise ConfigError(f"{name} = {value!r} is invalid: allowed {allowed}")
+        TestingConfig(**self._testing_changes())  # the testing section's own checks name the key
 
     def apply(self, config):
         """``config`` with these settings in its test planner and testing section."""
         if self.simulations is not None:
             config = dataclasses.replace(config, test_planner=dataclasses.replace(
                 config.test_planner, num_simulations=self.simulations))
-        changes = {k: getattr(self, k) for k in ("temperature", "random_moves", "random_move_prob")
-                   if getattr(self, k) is not None}
+        changes = self._testing_changes()
         return dataclasses.replace(config, testing=dataclasses.replace(config.testing, **changes)) if changes \
             else config
+
+    def _testing_changes(self) -> dict:
+        return {k: getattr(self, k) for k in ("temperature", "random_moves", "random_move_prob")
+                if getattr(self, k) is not None}
 
     @staticmethod
     def of(config) -> dict:
@@ -68,11 +62,6 @@ class TestSettings:
         t = config.testing
         return {"simulations": int(config.test_planner.num_simulations), "temperature": float(t.temperature),
                 "random_moves": int(t.random_moves), "random_move_prob": float(t.random_move_prob)}
-
-
-def with_simulations(config, simulations: int | None):
-    """``config`` with the test planner searching ``simulations`` times per move (None: as trained)."""
-    return TestSettings(simulations=simulations).apply(config)
 
 
 def mean_interval(values, z: float = 1.96) -> tuple[float, float, float]:
