@@ -1,4 +1,4 @@
-"""The commands that use a trained run or a game: eval, match, gtp, play, ratings, watch, tree, embed, report, curves,
+"""The commands that use a trained run or a game: eval, match, grade, gtp, play, ratings, watch, tree, embed, report, curves,
 presets, envs. Each imports what it needs when it runs."""
 
 from __future__ import annotations
@@ -210,6 +210,28 @@ def _curves(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path(args.run_dirs[0]) / "curves.png"
     print(json.dumps(draw_curves(args.run_dirs, out, args.title)))
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from moozi.eval import grade
+
+    if args.make_positions:
+        if args.player:
+            print("moozi grade: --make-positions takes no PLAYER", file=sys.stderr)
+            return 2
+        header, positions = grade.generate_positions(args.per_category, args.seed)
+        grade.write_positions(args.make_positions, header, positions)
+        print(json.dumps({"positions": args.make_positions, "count": len(positions), **header}))
+        return 0
+    if not args.player:
+        print("moozi grade: give a PLAYER (or --make-positions FILE)", file=sys.stderr)
+        return 2
+    categories = [c.strip() for c in args.categories.split(",")] if args.categories else None
+    _log_console()
+    result = grade.run_grade(args.player, game=args.game, per_category=args.per_category, categories=categories,
+                             positions_file=args.positions, seed=args.seed, batch=args.batch)
+    print(json.dumps(result) if args.json else grade.grade_table(result))
     return 0
 
 

@@ -9,6 +9,7 @@ from moozi.cli.commands import (
     _embed,
     _envs,
     _eval,
+    _grade,
     _gtp,
     _match,
     _play,
@@ -157,6 +158,30 @@ def build_parser() -> argparse.ArgumentParser:
     ratings.add_argument("--game", default=None, help="only the games of this game (needed when the pool mixes games)")
     ratings.add_argument("--json", action="store_true", help="print the table as one JSON line")
     ratings.set_defaults(func=_ratings)
+
+    grade = sub.add_parser(
+        "grade", help="a connect four player's mistake rate against perfect play, per position category",
+        description="Play PLAYER (a run directory or any `moozi match` player) on a fixed benchmark of connect "
+                    "four positions like Pascal Pons' (begin / middle / end by plies played, easy / medium / hard "
+                    "by plies left under perfect play) and count its mistakes: moves that change the solved "
+                    "result for the worse. Rates with Wilson 95% intervals per category. The positions ship with "
+                    "moozi, solved; only --make-positions and the solver player need the extra moozi[solver].")
+    grade.add_argument("player", metavar="PLAYER", nargs="?", help="a run directory (RUN[@CKPT]) or a player string")
+    grade.add_argument("--game", default=None, help="pgx:connect_four (default) or openspiel:connect_four")
+    grade.add_argument("--per-category", type=int, default=200, metavar="N",
+                       help="the first N positions of each category (default 200; the benchmark holds 1000)")
+    grade.add_argument("--categories", default=None, metavar="C,C",
+                       help="only these categories (end-easy, middle-easy, middle-medium, begin-easy, "
+                            "begin-medium, begin-hard)")
+    grade.add_argument("--positions", default=None, metavar="FILE", help="another benchmark file (default the "
+                       "packaged connect4-positions-v1)")
+    grade.add_argument("--batch", type=int, default=64, help="positions played at once (default 64)")
+    grade.add_argument("--seed", type=int, default=0, help="seeds the player's stream")
+    grade.add_argument("--json", action="store_true", help="print the whole result as one JSON line")
+    grade.add_argument("--make-positions", metavar="FILE", default=None,
+                       help="instead: generate a benchmark file (needs moozi[solver]); --per-category positions "
+                            "of each category from --seed")
+    grade.set_defaults(func=_grade)
 
     sweep = sub.add_parser(
         "sweep", help="strength against the search budget over a run's checkpoints (table and plot)",

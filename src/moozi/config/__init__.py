@@ -6,12 +6,12 @@ raises :class:`ConfigError` naming the offending field and what is allowed.
 unknown keys, so a typo fails before any work starts.
 
 Four modules: :mod:`.agent` (model, planner, targets, learner), :mod:`.run` (env ... output), :mod:`.judging`
-(tournament, gating) and :mod:`.loading` (the whole :class:`Config`, from / to plain data, moved keys,
+(tournament, gating, grading) and :mod:`.loading` (the whole :class:`Config`, from / to plain data, moved keys,
 overrides); everything is re-exported here.
 """
 
 from moozi.config.agent import LearnerConfig, ModelConfig, PlannerConfig, TargetConfig
-from moozi.config.judging import GatingConfig, TournamentConfig
+from moozi.config.judging import GatingConfig, GradingConfig, TournamentConfig
 from moozi.config.loading import MOVED_KEYS, Config, apply_overrides, config_from_dict, from_dict, to_dict
 from moozi.config.run import (
     ActingConfig,
@@ -41,6 +41,7 @@ __all__ = [
     "OutputConfig",
     "TournamentConfig",
     "GatingConfig",
+    "GradingConfig",
     "Config",
     "from_dict",
     "to_dict",

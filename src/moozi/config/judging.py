@@ -1,10 +1,12 @@
-"""How checkpoints are judged during training: tournaments (ratings) and gating (the best network)."""
+"""How checkpoints are judged during training: tournaments (ratings), gating (the best network) and grading
+(mistakes against perfect play)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
+from moozi.validate import boolean as _boolean
 from moozi.validate import choice as _choice
 from moozi.validate import fail as _fail
 from moozi.validate import nonneg_int as _nonneg_int
@@ -100,3 +102,35 @@ class GatingConfig:
         _positive_int(o, "max_pairs", self.max_pairs)
         _nonneg_int(o, "opening_plies", self.opening_plies)
         _number_in(o, "max_share", self.max_share, 0.0, 1.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class GradingConfig:
+    """Grading during training (connect four only; off by default): the newest checkpoint's test search plays
+    the packaged benchmark positions (``moozi grade``, :mod:`moozi.eval.grade`) and its mistake rates against
+    perfect play go to the metrics as ``grade/CATEGORY`` (and ``grade/begin``, ``grade/middle``, ``grade/all``).
+
+    every_checkpoints: after every this-many periodic checkpoints (0: never).
+    per_category: the first this-many positions of each category.
+    simulations: the search's simulations per move (None: the test planner's).
+    keep_best: ``checkpoints/best`` is the checkpoint with the fewest mistakes over every graded position
+      (ties: the newer), instead of the best by test returns; not with gating, which chooses best itself.
+    max_share: grading is skipped while it has taken more than this share of the run's wall clock.
+    """
+
+    every_checkpoints: int = 0
+    per_category: int = 100
+    simulations: int | None = None
+    keep_best: bool = False
+    max_share: float = 0.1
+
+    def __post_init__(self):
+        o = "grading"
+        _nonneg_int(o, "every_checkpoints", self.every_checkpoints)
+        _positive_int(o, "per_category", self.per_category)
+        if self.simulations is not None:
+            _positive_int(o, "simulations", self.simulations)
+        _boolean(o, "keep_best", self.keep_best)
+        _number_in(o, "max_share", self.max_share, 0.0, 1.0, lo_open=True)
+        if self.keep_best and not self.every_checkpoints:
+            _fail(o, "keep_best", self.keep_best, "false while grading.every_checkpoints = 0 (nothing is graded)")

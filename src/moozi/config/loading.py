@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
 
 from moozi.config.agent import LearnerConfig, ModelConfig, PlannerConfig, TargetConfig
-from moozi.config.judging import GatingConfig, TournamentConfig
+from moozi.config.judging import GatingConfig, GradingConfig, TournamentConfig
 from moozi.config.run import (
     ActingConfig,
     DistributedConfig,
@@ -101,6 +101,7 @@ class Config:
     reanalyze: ReanalyzeConfig = dataclasses.field(default_factory=ReanalyzeConfig)
     tournament: TournamentConfig = dataclasses.field(default_factory=TournamentConfig)
     gating: GatingConfig = dataclasses.field(default_factory=GatingConfig)
+    grading: GradingConfig = dataclasses.field(default_factory=GradingConfig)
 
     def __post_init__(self):
         if self.model.dynamics == "simulator":
@@ -184,6 +185,7 @@ _SECTIONS = {
     "reanalyze": ReanalyzeConfig,
     "tournament": TournamentConfig,
     "gating": GatingConfig,
+    "grading": GradingConfig,
 }
 
 

@@ -132,6 +132,11 @@ class ActingConfig:
       move with this probability (epsilon exploration; 0 = off). Value targets
       never run through a random move: they stop there and bootstrap from the
       search value (see moozi.targets).
+    play_best: training workers act with ``checkpoints/best`` (the params that
+      last won the gate, or graded best: ``grading.keep_best``) instead of the
+      newest, as AlphaGo Zero and AlphaZero.jl's self-play; the newest until a
+      best exists. Tests and reanalyze still use the newest. Needs
+      ``gating.every_checkpoints > 0`` or ``grading.keep_best``.
     """
 
     steps_per_epoch: int = 32
@@ -139,9 +144,11 @@ class ActingConfig:
     explore_moves: int | None = None
     random_moves: int = 0
     random_move_prob: float = 0.0
+    play_best: bool = False
 
     def __post_init__(self):
         o = "acting"
+        _boolean(o, "play_best", self.play_best)
         _positive_int(o, "steps_per_epoch", self.steps_per_epoch)
         _nonneg_int(o, "random_moves", self.random_moves)
         _number_in(o, "random_move_prob", self.random_move_prob, 0.0, 1.0)

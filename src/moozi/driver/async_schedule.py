@@ -71,7 +71,7 @@ class AsyncSchedule:
             if sl.handle is None:
                 continue
             if sl.kind == "train" and self.limiter.can_act(len(self._in_flight("act")), self.ready):
-                self._track(ctx.fleet.act(sl, ctx.learner.published), "act", (sl, ctx.learner.version))
+                self._track(ctx.fleet.act(sl, ctx.acting_params()), "act", (sl, ctx.learner.version))
                 self.idle.discard(name)
             elif sl.kind == "reanalyze" and self.ready and ctx.ledger.reanalyze_due() - sum(
                     n for _, n in self._in_flight("reanalyze")) > 0:

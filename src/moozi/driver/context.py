@@ -39,6 +39,13 @@ class RunContext:
 
     # --- acting ---------------------------------------------------------------------------
 
+    def acting_params(self):
+        """What training workers act with: the newest published params, or ``checkpoints/best``'s under
+        ``acting.play_best`` once a best exists."""
+        if self.config.acting.play_best and self.learner.best is not None:
+            return self.learner.best
+        return self.learner.published
+
     def insert(self, episodes, metrics: dict, row: dict):
         """Hand a finished segment's episodes to the learner and count them; the learner call's future (the
         learner may be in the middle of a training call)."""

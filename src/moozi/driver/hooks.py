@@ -1,6 +1,7 @@
-"""What runs after a checkpoint: a tournament (the newest checkpoint rated against anchors and earlier ones) and
-gating (the newest against ``best``; an accepted one becomes ``best``), each within its share of the run's wall
-clock. A failed tournament or gate never ends a training run."""
+"""What runs after a checkpoint: gating (the newest against ``best``; an accepted one becomes ``best``), grading
+(the newest's mistakes against perfect play on connect four; with ``grading.keep_best`` the fewest make ``best``)
+and a tournament (the newest rated against anchors and earlier ones), each within its share of the run's wall
+clock. A failed tournament, gate or grading never ends a training run."""
 
 from __future__ import annotations
 
@@ -15,8 +16,36 @@ from moozi.run_dir import BEST_DIR
 log = logging.getLogger("moozi")
 
 
+def _with_counters(row: dict, counters: dict) -> dict:
+    """A hook's metrics row with the run's counters, so that it plots against env steps and wall clock."""
+    return {**row, **{k: counters[k] for k in ("env_steps", "updates", "wall_s") if k in counters}}
+
+
+def check_judges(config, spec) -> None:
+    """Refuse a tournament, gate, grading or ``acting.play_best`` the run's game or settings cannot have (a
+    ConfigError naming the field)."""
+    from moozi.config import ConfigError
+
+    for key, why in (("tournament", "its test return is its rating"), ("gating", "its best is chosen by test returns")):
+        if getattr(config, key).every_checkpoints and not spec.two_player:
+            raise ConfigError(f"{key}.every_checkpoints > 0 needs a two-player game; {spec.name} is single-player "
+                              f"({why}). Set {key}.every_checkpoints = 0")
+    if config.grading.every_checkpoints:
+        from moozi.eval.solver import CONNECT_FOUR_GAMES
+
+        if config.env.name not in CONNECT_FOUR_GAMES:
+            raise ConfigError(f"grading.every_checkpoints > 0 grades connect four ({', '.join(CONNECT_FOUR_GAMES)}), "
+                              f"not {config.env.name}. Set grading.every_checkpoints = 0")
+    if config.grading.keep_best and config.gating.every_checkpoints:
+        raise ConfigError("grading.keep_best with gating.every_checkpoints > 0: both would choose checkpoints/best; "
+                          "set one of them off")
+    if config.acting.play_best and not (config.gating.every_checkpoints or config.grading.keep_best):
+        raise ConfigError("acting.play_best plays the best network, but nothing chooses it by strength: set "
+                          "gating.every_checkpoints > 0 or grading.keep_best = true (with grading.every_checkpoints)")
+
+
 class CheckpointHooks:
-    """The tournament and the gate of one run, given their collaborators.
+    """The gate, the grading and the tournament of one run, given their collaborators.
 
     run_dir, config, config_dict: the run (the dict is what ``checkpoints/best`` records).
     metrics: the run's :class:`~moozi.observe.metrics.MetricsWriter` (one row per tournament or gate).
@@ -28,10 +57,63 @@ class CheckpointHooks:
         self.metrics, self.save_best = metrics, save_best
         self.tournament_s = 0.0  # seconds spent in tournaments (and gates) by this invocation
         self.gating_s = 0.0
+        self.grading_s = 0.0
+        self.best_mistakes: float | None = None  # grading.keep_best: the best's mistake rate (read on first use)
 
     def after_checkpoint(self, counters: dict) -> None:
         self.gate(counters)
+        self.grade(counters)
         self.tournament(counters)
+
+    def grade(self, counters: dict) -> None:
+        """After every ``grading.every_checkpoints`` checkpoints: the newest graded against perfect play
+        (``moozi.eval.grade.grade_checkpoint``), its rates to the metrics as ``grade/*``; with ``keep_best``, it
+        becomes ``best`` when its mistake rate over all graded positions is at most the best's. Skipped while
+        grading has taken more than ``max_share`` of the run."""
+        g = self.config.grading
+        if not g.every_checkpoints or counters["checkpoints"] % g.every_checkpoints:
+            return
+        if self.grading_s > g.max_share * max(counters["wall_s"], 1.0):
+            log.info("grading skipped: it took %.0f s, over %.0f%% of the run", self.grading_s, 100 * g.max_share)
+            return
+        from moozi.checkpoint import list_checkpoints
+        from moozi.eval.grade import grade_checkpoint
+
+        steps = sorted(c.step for c in list_checkpoints(self.run_dir / "checkpoints"))
+        if not steps:
+            return
+        t0 = time.monotonic()
+        try:
+            rates = grade_checkpoint(self.run_dir, steps[-1], g, seed=self.config.schedule.seed + steps[-1])
+        except Exception as err:  # a failed grading never ends a training run
+            log.warning("grading update %d failed: %s", steps[-1], err)
+            return
+        finally:
+            self.grading_s += time.monotonic() - t0
+        row = {f"grade/{name}": c["rate"] for name, c in rates["categories"].items()}
+        row.update({"grade/seconds": time.monotonic() - t0, "grade/share": self.grading_s / max(counters["wall_s"], 1.0),
+                    "grade/ms_per_move": rates["ms_per_move"]})
+        self.metrics.write(_with_counters(row, counters), step=counters["env_steps"])
+        everything = rates["categories"]["all"]
+        log.info("grade at update %d: %.1f%% mistakes [%.1f, %.1f] on %d positions", steps[-1],
+                 100 * everything["rate"], 100 * everything["low"], 100 * everything["high"], everything["positions"])
+        if g.keep_best:
+            if self.best_mistakes is None:
+                self.best_mistakes = self._best_meta().get("gate", {}).get("mistake_rate", float("inf"))
+            if everything["rate"] <= self.best_mistakes:
+                self.best_mistakes = everything["rate"]
+                self._keep_best(steps[-1], {"decision": "graded", "mistake_rate": everything["rate"],
+                                            "positions": everything["positions"]})
+
+    def _best_meta(self) -> dict:
+        """``checkpoints/best``'s metadata ({} when there is none or it cannot be read)."""
+        from moozi.checkpoint import load_checkpoint
+        from moozi.run_dir import find_checkpoint
+
+        try:
+            return dict(load_checkpoint(find_checkpoint(self.run_dir, "best"), parts=[])[1])
+        except (CheckpointError, OSError, KeyError, TypeError, ValueError):
+            return {}
 
     def tournament(self, counters: dict) -> None:
         """After every ``tournament.every_checkpoints`` checkpoints: the newest against anchors and earlier ones
@@ -59,7 +141,7 @@ class CheckpointHooks:
         self.tournament_s += time.monotonic() - t0
         if result:
             result["tournament/share"] = self.tournament_s / max(counters["wall_s"], 1.0)
-            self.metrics.write(result, step=counters["env_steps"])
+            self.metrics.write(_with_counters(result, counters), step=counters["env_steps"])
             log.info("tournament at update %d: rating %.0f [%.0f, %.0f]", steps[-1], result["rating/latest"],
                      result["rating/latest_low"], result["rating/latest_high"])
 
@@ -79,7 +161,7 @@ class CheckpointHooks:
         newest = steps[-1]
         kept = list_checkpoints(self.run_dir / "checkpoints" / BEST_DIR)
         if not kept:
-            self._keep_gated(newest, {"decision": "first"})
+            self._keep_best(newest, {"decision": "first"})
             return
         best_updates = kept[-1].step
         if best_updates >= newest:
@@ -103,15 +185,16 @@ class CheckpointHooks:
                "gate/best_updates": float(newest if accepted else best_updates)}
         if "llr" in gate:
             row["gate/llr"] = gate["llr"]
-        self.metrics.write(row, step=counters["env_steps"])
+        self.metrics.write(_with_counters(row, counters), step=counters["env_steps"])
         log.info("gate: update %d against best (update %d): %s after %d pairs, score %.3f", newest, best_updates,
                  gate["decision"], gate["pairs_used"], m["score"]["value"])
         if accepted:
-            self._keep_gated(newest, {**gate, "score": m["score"]["value"], "against": best_updates,
+            self._keep_best(newest, {**gate, "score": m["score"]["value"], "against": best_updates,
                                       "records": m["records"]})
 
-    def _keep_gated(self, updates: int, gate: dict) -> None:
-        """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's result."""
+    def _keep_best(self, updates: int, gate: dict) -> None:
+        """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's (or the
+        grader's) result."""
         from moozi.run_dir import open_run
 
         try:
@@ -121,5 +204,6 @@ class CheckpointHooks:
         except (CheckpointError, OSError) as e:
             log.warning("the gated params (update %d) were not kept as best: %s", updates, e)
             return
-        log.info("best params: update %d (%s)", updates, gate["decision"] if gate["decision"] == "first"
-                 else f"gated in, score {gate['score']:.3f} against update {gate['against']}")
+        how = {"first": "first", "graded": f"graded, {100 * gate.get('mistake_rate', 0):.1f}% mistakes"}.get(
+            gate["decision"]) or f"gated in, score {gate['score']:.3f} against update {gate['against']}"
+        log.info("best params: update %d (%s)", updates, how)

@@ -96,6 +96,8 @@ class LearnerHost:
         self.learner = Learner(model, self.spec, self.config.learner, self.config.targets, self.config.replay,
                                _root_keys(seed)[0], replay_seed=stream_seed(seed, 0))
         self.busy_s = 0.0
+        self._best: dict | None = None  # checkpoints/best's params, as published: acting.play_best's
+        self._best_read = False
 
     # --- data and training ------------------------------------------------------------
 
@@ -226,7 +228,24 @@ class LearnerHost:
         except BaseException:
             pending.abort()
             raise
-        return str(pending.commit(meta, keep=1))
+        path = str(pending.commit(meta, keep=1))
+        self._best, self._best_read = {"version": int(published["version"]), "params": published["params"]}, True
+        return path
+
+    def best(self) -> dict | None:
+        """``checkpoints/best``'s params as published (``{'version', 'params'}``; None before there is one): what
+        training workers act with under ``acting.play_best``. A resumed run reads them from the run's folder."""
+        if not self._best_read:
+            self._best_read = True
+            from moozi.checkpoint import CheckpointError
+            from moozi.run_dir import open_run
+
+            try:
+                opened = open_run(self.run_dir, "best", self.config)
+                self._best = {"version": int(opened.meta.get("version", 0)), "params": opened.params}
+            except (CheckpointError, FileNotFoundError, OSError):
+                self._best = None
+        return self._best
 
     def restore(self, worker_parts: list[str]) -> dict:
         """Load the newest checkpoint whose every part is good; return its metadata, path and the workers'

@@ -28,12 +28,14 @@ class LearnerClient:
     """
 
     def __init__(self, backend, spawn: Callable[[], Any], placed: Callable[[list], None],
-                 on_restored: Callable[[], None]):
+                 on_restored: Callable[[], None], track_best: bool = False):
         self.backend, self._spawn, self._placed, self._on_restored = backend, spawn, placed, on_restored
         self.generation = 0  # restorations so far
         self.handle = spawn()
         self.published = None  # a future of the last published params (workers get them by reference)
         self.version = 0
+        self.track_best = track_best  # acting.play_best: keep a reference to checkpoints/best's params
+        self.best = None  # a future of them (None: no best yet)
         self._stats_request = None  # async: replay statistics asked for at the last metrics row
 
     # --- faults -------------------------------------------------------------------------
@@ -87,6 +89,12 @@ class LearnerClient:
         """Take the learner's current params as the published ones (a new or restored learner)."""
         self.published = self.backend.call(self.handle, "params")
         self.version = int(self.backend.get(self.published)["version"])
+        if self.track_best:
+            self._refresh_best()
+
+    def _refresh_best(self) -> None:
+        future = self.backend.call(self.handle, "best")
+        self.best = future if self.backend.get(future) is not None else None
 
     def publish(self) -> None:
         # The params stay in the object store until a worker needs them: the driver never fetches them,
@@ -158,7 +166,10 @@ class LearnerClient:
         return self._once("save", updates, parts, meta, with_replay)
 
     def save_best(self, published, meta: dict):
-        return self._blocking("save_best", published, meta)
+        path = self._blocking("save_best", published, meta)
+        if self.track_best:
+            self._refresh_best()
+        return path
 
     def restore(self, workers: list[str]) -> dict:
         """Load the newest good checkpoint; its meta, the parts of ``workers`` and the checkpoints set aside."""

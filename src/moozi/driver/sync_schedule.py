@@ -49,7 +49,7 @@ class SyncSchedule:
         ctx = self.ctx
         ctx.fleet.revive(block=not ctx.fleet.live("train"))
         generation = ctx.learner.generation
-        futures = [(sl, ctx.fleet.act(sl, ctx.learner.published)) for sl in ctx.fleet.live("train")]
+        futures = [(sl, ctx.fleet.act(sl, ctx.acting_params())) for sl in ctx.fleet.live("train")]
         stored = []
         for sl, fut in futures:
             try:

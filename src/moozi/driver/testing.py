@@ -1,6 +1,6 @@
 """What happens after each test: its recorded episode is drawn (a GIF and a TensorBoard image), and the tested
 params are kept as ``checkpoints/best`` when the mean of the last ``testing.best_window`` tests is the best so far
-(unless gating chooses ``best``)."""
+(unless gating or the grader chooses ``best``)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ class TestKeeper:
         """Keep the tested params as ``checkpoints/best`` when the mean of the last ``best_window`` tests
         (this one included) is at least the best so far (ties: the newer params)."""
         t = self.config.testing
-        if not t.keep_best or "test/return_mean" not in result or self.config.gating.every_checkpoints:
-            return  # with gating on, the gate chooses best
+        if not t.keep_best or "test/return_mean" not in result or self.config.gating.every_checkpoints \
+                or self.config.grading.keep_best:
+            return  # with gating on the gate chooses best, with grading's keep_best the grader
         recent = (self.tests + [float(result["test/return_mean"])])[-t.best_window:]
         score = float(np.mean(recent))
         if len(recent) < t.best_window or score < self.best_score:

@@ -27,7 +27,7 @@ from moozi.driver.backends import make_backend
 from moozi.driver.budget import Budget
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
-from moozi.driver.hooks import CheckpointHooks
+from moozi.driver.hooks import CheckpointHooks, check_judges
 from moozi.driver.hosts import LearnerHost, versions
 from moozi.driver.learner_client import LEARNER, LearnerClient
 from moozi.driver.ledger import Ledger
@@ -57,10 +57,7 @@ def check_run(config: Config, spec) -> None:
     training_symmetries(config.learner, spec)  # a game without symmetries is refused before any work
     if config.reanalyze.fraction > 0 and config.distributed.reanalyze_workers < 1:
         raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
-    for key, why in (("tournament", "its test return is its rating"), ("gating", "its best is chosen by test returns")):
-        if getattr(config, key).every_checkpoints and not spec.two_player:
-            raise ConfigError(f"{key}.every_checkpoints > 0 needs a two-player game; {spec.name} is single-player "
-                              f"({why}). Set {key}.every_checkpoints = 0")
+    check_judges(config, spec)
 
 
 class Trainer:
@@ -115,7 +112,7 @@ class Trainer:
         self.learner_client = LearnerClient(
             self.backend, lambda: self.backend.spawn(LEARNER, LearnerHost, self._config_dict, str(self.run_dir),
                                                      self.fleet.versions, resources=learner_resources),
-            self.fleet.placed, self._learner_restored)
+            self.fleet.placed, self._learner_restored, track_best=config.acting.play_best)
         self.fleet.start(slots, also=[self.learner_client.handle])
         self.budget = Budget(config.schedule, config.learner)
         watch = HealthWatch(config.model, self.spec, config.testing.health_tests)

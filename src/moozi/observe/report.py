@@ -26,6 +26,10 @@ from moozi.observe.metrics import read_metrics, training_rows
 # Chart panels: (title, metric keys; a key ending in "/*" takes every key with that prefix).
 PANELS = [
     ("Test return", ["test/return_mean"]),
+    ("Mistakes against perfect play (grade)", ["grade/begin", "grade/middle", "grade/end-easy", "grade/all"]),
+    ("Score against the anchors (tournament)", ["rating/score_vs/*"]),
+    ("Rating (tournament)", ["rating/latest"]),
+    ("Gate score (newest against best)", ["gate/score"]),
     ("Training episode return", ["train/episode_return"]),
     ("Loss by term", ["loss/*"]),
     ("Learning rate", ["train/learning_rate"]),

@@ -20,6 +20,9 @@ Player strings (``moozi match A B``)::
 
     random                     uniformly random legal moves
     perfect                    tic-tac-toe minimax (uniform among optimal moves)
+    solver                     connect four solved (BitBully, the optional extra moozi[solver]): a move of the
+                               best score (fastest win, slowest loss), random among ties; ,result=1: random
+                               among the moves that keep the solved result
     os-mcts-N                  OpenSpiel's C++ MCTSBot: N simulations, random rollouts (uct_c 2, solver on)
     ab / ab-D                  OpenSpiel's alpha-beta: to the end of the game (small games), or D plies deep
                                with the horizon scored 0 (wins and losses within D plies); random among best

@@ -11,19 +11,19 @@ from moozi.eval.players.learned import RunPlayer, TrueModelPlayer
 from moozi.eval.players.openspiel import AlphaBetaPlayer, OpenSpielMCTSPlayer
 from moozi.eval.players.simple import EpsilonPlayer, PerfectPlayer, RandomPlayer
 
-BUILTIN = ("random", "perfect", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
+BUILTIN = ("random", "perfect", "solver", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
            "az:RUN[@CKPT]", "gtp:COMMAND")
 RUN_PREFIXES = ("prior:", "az:", "mcts:")  # a run's player kinds (``mcts:`` is the plain RUN's, as ids print it)
 # option -> (type, smallest allowed value, what it is)
 NUMBERS = {"sims": (int, 1, "simulations per move"), "temp": (float, 0.0, "a move temperature"),
            "eps": (float, 0.0, "a probability of a random move"), "ms": (float, 0.0, "milliseconds per move"),
            "rollouts": (int, 1, "random rollouts per leaf"), "uct": (float, 0.0, "an exploration constant"),
-           "solve": (int, 0, "0 or 1")}
+           "solve": (int, 0, "0 or 1"), "result": (int, 0, "0 or 1")}
 
 
 def is_builtin(head: str) -> bool:
     """Whether a player string's head names a built-in player (else it should be a run directory)."""
-    return head in ("random", "perfect", "human", "ab") or head.startswith(("ab-", "os-mcts-", "mcts-", "gtp:"))
+    return head in ("random", "perfect", "solver", "human", "ab") or head.startswith(("ab-", "os-mcts-", "mcts-", "gtp:"))
 
 
 def run_of(head: str) -> tuple[str, str]:
@@ -40,7 +40,7 @@ def _check_numbers(text: str, options: dict) -> None:
         if key not in NUMBERS:
             continue
         kind, low, what = NUMBERS[key]
-        high = 1 if key in ("eps", "solve") else math.inf
+        high = 1 if key in ("eps", "solve", "result") else math.inf
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and low <= value <= high and (kind is float or float(value).is_integer())):
             allowed = f"{'an integer' if kind is int else 'a number'} >= {low}" + (" and <= 1" if high == 1 else "")
@@ -82,6 +82,11 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
     elif head == "perfect":
         unused()
         player = PerfectPlayer(game, seed)
+    elif head == "solver":
+        unused(("result",))
+        from moozi.eval.players.solver import SolverPlayer
+
+        player = SolverPlayer(game, seed, result_only=bool(options.get("result", 0)))
     elif head == "human":
         unused()
         player = HumanPlayer(game, game_kwargs)
