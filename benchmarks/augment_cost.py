@@ -1,5 +1,6 @@
-"""What ``learner.augment_symmetries`` (or another on/off switch, ``--key``) costs: learner updates/s
-with it off and on.
+"""What ``learner.augment_symmetries`` (or another switch, ``--key``) costs: learner updates/s with it off and
+on (``--off`` / ``--on`` give other values, e.g. ``--key learner.devices --off 1 --on 2 --host-devices 2`` for the
+data-parallel learner over two host devices).
 
 For one preset (default ``tictactoe``) and one boolean config key (default
 ``learner.augment_symmetries``; e.g. ``--key model.mover_relative --preset
@@ -10,8 +11,8 @@ Dirichlet search policies), then ``Learner.train(8, batch)`` chunks for
 ``--seconds`` after two warm-up chunks. Prints each round and the ratio of the
 median updates/s (on / off), measured in this one run.
 
-Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--key SECTION.NAME] [--rounds 3]
-[--seconds 20] [--json]``
+Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--key SECTION.NAME] [--off V]
+[--on V] [--host-devices N] [--rounds 3] [--seconds 20] [--json]``
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ import sys
 
 PROBE = r'''
 import json, sys, time
-import jax, numpy as np
+import jax, numpy as np, yaml
 from moozi.config import config_from_dict
 from moozi.driver import build_parts
 from moozi.learner import Learner
 from moozi.presets import load_preset
 from moozi.types import Trajectory
 
-preset, augment, seconds, key = sys.argv[1], sys.argv[2] == "on", float(sys.argv[3]), sys.argv[4]
+preset, augment, seconds, key = sys.argv[1], yaml.safe_load(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 raw = load_preset(preset)
 section, name = key.split(".")
 raw.setdefault(section, {})[name] = augment
@@ -62,8 +63,10 @@ print(json.dumps({"updates_per_s": n / (time.perf_counter() - t0), "symmetries":
 '''
 
 
-def probe(preset: str, augment: str, seconds: float, key: str) -> dict:
+def probe(preset: str, augment: str, seconds: float, key: str, host_devices: int = 0) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    if host_devices:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={host_devices}").strip()
     out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds), key], env=env,
                          capture_output=True, text=True, check=False)
     if out.returncode:
@@ -76,19 +79,23 @@ def main() -> None:
     p.add_argument("--preset", default="tictactoe")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--key", default="learner.augment_symmetries", help="a boolean config key, SECTION.NAME")
+    p.add_argument("--key", default="learner.augment_symmetries", help="a config key, SECTION.NAME")
+    p.add_argument("--off", default="false", help="its value in the 'off' rounds (YAML, default false)")
+    p.add_argument("--on", default="true", help="its value in the 'on' rounds (YAML, default true)")
+    p.add_argument("--host-devices", type=int, default=0, help="JAX host devices in each probe (0: XLA's default)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     rows = {"off": [], "on": []}
     for r in range(args.rounds):
         for mode in ("off", "on"):
-            res = probe(args.preset, mode, args.seconds, args.key)
+            res = probe(args.preset, args.off if mode == "off" else args.on, args.seconds, args.key, args.host_devices)
             rows[mode].append(res["updates_per_s"])
             if not args.json:
                 print(f"round {r} {args.key} {mode:3s}: {res['updates_per_s']:.1f} updates/s "
                       f"({res['symmetries']} symmetries)", flush=True)
     med = {m: statistics.median(v) for m, v in rows.items()}
-    report = {"preset": args.preset, "key": args.key, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
+    report = {"preset": args.preset, "key": args.key, "off": args.off, "on": args.on,
+              "host_devices": args.host_devices, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
     print(json.dumps(report) if args.json else
           f"median: off {med['off']:.1f}, on {med['on']:.1f} updates/s; on / off = {report['ratio_on_off']:.3f}")
 

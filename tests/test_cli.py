@@ -54,7 +54,7 @@ def _commands() -> list[str]:
 
 
 def test_the_command_list_is_complete():
-    assert {"demo", "train", "eval", "match", "grade", "gtp", "play", "ratings", "sweep", "watch", "tree", "embed", "report",
+    assert {"demo", "train", "eval", "match", "grade", "tune", "gtp", "play", "ratings", "sweep", "watch", "tree", "embed", "report",
             "presets", "envs"} <= set(_commands())
 
 

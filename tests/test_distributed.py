@@ -5,12 +5,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
-from moozi.config import apply_overrides, config_from_dict, to_dict
+from moozi.config import ConfigError, apply_overrides, config_from_dict, to_dict
 from moozi.driver import Trainer
 from moozi.driver.backend import LocalBackend, WorkerDied
 from moozi.driver.limiter import RateLimiter
@@ -86,6 +87,26 @@ class _FlakyBackend(LocalBackend):
             if self.calls == self.on_call:
                 self.kill(handle)
         return super().call(handle, method, *args)
+
+
+def test_per_role_gpus_set_each_components_resources_and_jax_memory():
+    """distributed.*_worker_gpus: each slot kind reserves its own GPUs; a component with none keeps JAX on the CPU,
+    one with a share of a GPU takes memory as it needs it, up to that share."""
+    from moozi.driver.distributed import _thread_env
+    from moozi.driver.fleet import Fleet
+
+    cfg = _config("distributed.train_worker_gpus=0.125", "distributed.test_worker_gpus=0.5",
+                  "distributed.reanalyze_worker_gpus=1")
+    fleet = Fleet(LocalBackend(), cfg, {}, Path("."), None, {})
+    assert {k: (r.cpus, r.gpus) for k, r in fleet.resources.items()} == {
+        "train": (1.0, 0.125), "test": (1.0, 0.5), "reanalyze": (1.0, 1.0)}
+    assert _thread_env(1, 0)["JAX_PLATFORMS"] == "cpu"
+    shared = _thread_env(1, 0.125)
+    assert "JAX_PLATFORMS" not in shared and shared["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.125"
+    assert shared["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in _thread_env(2, 1) and "JAX_PLATFORMS" not in _thread_env(2, 1)
+    with pytest.raises(ConfigError, match="distributed.test_worker_gpus"):
+        _config("distributed.test_worker_gpus=-1")
 
 
 def test_a_dead_worker_is_restarted_and_its_segment_lost(tmp_path):
@@ -373,19 +394,26 @@ def _ray():
 def test_ray_sync_one_worker_equals_local(tmp_path):
     _ray()
     out = {}
+    # Per-role planners from config: reanalyze with twice the training simulations, tests at temperature 0.25.
+    roles = ["reanalyze.fraction=0.5", "reanalyze.positions_per_call=32", "reanalyze.envs=2",
+             "reanalyze_planner.num_simulations=4", "testing.temperature=0.25"]
     for backend in ("local", "ray"):
-        trainer = Trainer(_config("schedule.max_env_steps=48", f"distributed.backend={backend}"), tmp_path / backend)
+        trainer = Trainer(_config("schedule.max_env_steps=48", f"distributed.backend={backend}", *roles),
+                          tmp_path / backend)
         try:
             counters = trainer.run()
-            out[backend] = ({k: counters[k] for k in ("env_steps", "updates", "epochs", "episodes")},
-                            trainer.checksum())
+            out[backend] = ({k: counters[k] for k in ("env_steps", "updates", "epochs", "episodes",
+                                                      "reanalyzed_positions")}, trainer.checksum())
         finally:
             trainer.close()
     assert out["local"][0]["epochs"] == 3 and out["local"][0]["updates"] > 0
+    assert out["local"][0]["reanalyzed_positions"] > 0
     assert out["ray"] == out["local"]
     placement = json.loads((tmp_path / "ray" / "workers.json").read_text())
-    assert set(placement) == {"learner", "actor", "tester"}
-    assert len({p["pid"] for p in placement.values()}) == 3
+    assert set(placement) == {"learner", "actor", "tester", "reanalyzer_0"}
+    assert len({p["pid"] for p in placement.values()}) == 4
+    logs = {p.stem: p.read_text() for p in (tmp_path / "ray" / "logs").glob("*.log")}  # one log per component
+    assert set(logs) == set(placement) and all(f"component {n} started" in t for n, t in logs.items())
     from moozi.observe.machine import cpu_description
 
     assert {p["cpu"] for p in placement.values()} == {cpu_description()}  # one node: this machine's CPU
@@ -496,10 +524,14 @@ def test_a_ray_driver_keeps_its_jax_off_the_accelerator(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_ray_placement_failure_is_quick_and_names_what_is_missing(tmp_path):
     _ray()
+    # Per-role GPUs reach the bundles: a GPU-less cluster says how many were asked for (0.25 each for the
+    # training worker and the tester).
     cfg = _config("distributed.backend=ray", "distributed.num_cpus=1", "distributed.cpus_per_worker=2",
-                  "distributed.placement_timeout_s=2")
+                  "distributed.placement_timeout_s=2", "distributed.train_worker_gpus=0.25",
+                  "distributed.test_worker_gpus=0.25")
     t = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"cannot place this run within 2 s: 5 CPUs requested, the cluster has 1"):
+    with pytest.raises(RuntimeError, match=r"cannot place this run within 2 s: 5 CPUs requested, the cluster has 1; "
+                                           r"0.5 GPUs requested, the cluster has 0"):
         Trainer(cfg, tmp_path / "run")
     assert time.monotonic() - t < 30
     import ray

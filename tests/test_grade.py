@@ -198,6 +198,8 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
         assert trainer.actor.version == best_params["version"] != trainer.learner.version
     finally:
         trainer.close()
+    assert main(["report", str(tmp_path / "c4"), "--out", str(tmp_path / "report.html")]) == 0
+    assert "alt='Mistakes against perfect play (grade)'" in (tmp_path / "report.html").read_text()
     run = str(tmp_path / "ttt")
     assert main(["train", "--preset", "tictactoe", "--run-dir", run, "grading.every_checkpoints=1"]) == 2
     assert "grades connect four" in capsys.readouterr().err

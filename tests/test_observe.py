@@ -120,7 +120,8 @@ def test_gif_has_one_frame_per_step(tmp_path):
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("observe") / "cartpole"
-    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "testing.record_every=2"]) == 0
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "testing.record_every=2",
+                 "output.histogram_every_updates=2"]) == 0
     return run
 
 
@@ -260,3 +261,25 @@ def test_openspiel_boards_draw_pieces_not_empty_cells(game, empty):
         assert len(np.unique(img.reshape(-1, 3), axis=0)) == 2  # board and grid only: no discs on empty cells
     finally:
         env.close()
+
+
+def test_parameter_histograms(cartpole_run):
+    """output.histogram_every_updates: TensorBoard holds histograms of every parameter and of Adam's gradient
+    average, at the rows past each multiple of the interval; each leaf's counts add up to its size."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    from moozi.observe.histograms import leaf_histogram
+
+    h = leaf_histogram(np.array([[0.0, 1.0], [1.0, 3.0]]), bins=3)  # edges 0, 1, 2, 3: [0, 1) [1, 2) [2, 3]
+    assert h["bucket_limits"] == [1.0, 2.0, 3.0] and h["bucket_counts"] == [1, 2, 1]
+    assert (h["num"], h["sum"], h["sum_squares"], h["min"], h["max"]) == (4, 5.0, 11.0, 0.0, 3.0)
+    assert leaf_histogram(np.full(3, 2.0))["bucket_counts"] == [3]
+    a = accumulator.EventAccumulator(str(cartpole_run / "tb"), size_guidance={accumulator.HISTOGRAMS: 0})
+    a.Reload()
+    tags = a.Tags()["histograms"]
+    assert any(t.startswith("params/") for t in tags) and any(t.startswith("grad_mean/") for t in tags)
+    rows = [json.loads(line) for line in (cartpole_run / "metrics.jsonl").read_text().splitlines()]
+    written = [r for r in rows if "perf/histograms_s" in r]
+    assert written and len(a.Histograms(tags[0])) == len(written)
+    kernel = next(t for t in tags if t.startswith("params/") and t.endswith("kernel"))
+    first = a.Histograms(kernel)[0].histogram_value
+    assert sum(first.bucket) == first.num > 0

@@ -14,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from moozi.config import ConfigError, LearnerConfig, ReplayConfig, TargetConfig
 from moozi.envs.contract import EnvSpec
@@ -21,7 +22,7 @@ from moozi.model.networks import Model
 from moozi.replay import ReplayBuffer
 from moozi.targets import priorities as target_priorities
 from moozi.types import Trajectory
-from moozi.update import TrainState, init_train_state, make_window_update_fn
+from moozi.update import DataParallel, TrainState, init_train_state, make_window_update_fn
 
 
 def _bucket(n: int) -> int:
@@ -95,11 +96,15 @@ class Learner:
         self.config = learner_config
         self.target_config = target_config
         self.state: TrainState = init_train_state(model, learner_config, rng)
+        self._parallel = DataParallel(learner_config.devices) if learner_config.devices > 1 else None
+        if self._parallel is not None:
+            self.state = self._parallel.state(self.state)
         self.replay = ReplayBuffer(replay_config, target_config, spec.observation_shape, model.num_actions,
                                    frame_dtype=spec.observation_dtype, seed=replay_seed)
         self._symmetries = training_symmetries(learner_config, spec)
         self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale,
-                                             self._symmetries)
+                                             self._symmetries,
+                                             None if self._parallel is None else self._parallel.replicated)
         self.version = 0
         self._published = jax.device_get(self.state.params)
         # Per stored trajectory: the params version it was played with (policy lag at sampling) and the
@@ -245,14 +250,19 @@ class Learner:
         """
         if num_updates <= 0:
             return {}
-        put = lambda s: jax.device_put((s.windows, s.positions, s.weights))  # noqa: E731
-        scale = jax.device_put(np.float32(lr_scale))  # an array, so a new value never recompiles
+        par = self._parallel
+        if par is None:
+            put = lambda s: jax.device_put((s.windows, s.positions, s.weights, s.symmetry))  # noqa: E731
+            scale = jax.device_put(np.float32(lr_scale))  # an array, so a new value never recompiles
+        else:  # data parallel: the batch split over the mesh, the scale on every device
+            put = lambda s: par.batch((s.windows, s.positions, s.weights, s.symmetry), batch_size)  # noqa: E731
+            scale = jax.device_put(np.float32(lr_scale), par.replicated)
         n_sym = max(len(self._symmetries), 1)
         sample = self.replay.sample(batch_size, symmetries=n_sym)
         batch = put(sample)
         ids, priorities, sums = [], [], None
         for i in range(num_updates):
-            self.state, metrics, prio = self._update(self.state, *batch, scale, sample.symmetry)
+            self.state, metrics, prio = self._update(self.state, *batch[:3], scale, batch[3])
             ids.append(sample.ids)
             priorities.append(prio)
             sums = metrics if sums is None else jax.tree_util.tree_map(jnp.add, sums, metrics)
@@ -274,6 +284,20 @@ class Learner:
     def acting_params(self):
         """The params acting and testing use (device arrays): the moving average when ``ema_decay > 0``."""
         return self.state.params if self.state.ema_params is None else self.state.ema_params
+
+    def histograms(self, bins: int = 30) -> dict[str, dict]:
+        """Raw histograms (:mod:`moozi.observe.histograms`) of every parameter (``params/...``) and of Adam's
+        running average of the gradients (``grad_mean/...``, the optimiser's first moment: what the updates
+        follow, with no extra work in the update step)."""
+        from moozi.observe.histograms import tree_histograms
+
+        out = tree_histograms(jax.device_get(self.state.params), "params", bins)
+        adam = [s for s in jax.tree_util.tree_leaves(self.state.opt_state,
+                                                     is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+                if isinstance(s, optax.ScaleByAdamState)]
+        if adam:
+            out.update(tree_histograms(jax.device_get(adam[0].mu), "grad_mean", bins))
+        return out
 
     def publish(self) -> tuple[int, object]:
         """Make the current acting params the published ones: ``(new version, numpy params)``."""
@@ -319,7 +343,7 @@ class Learner:
     def load_state_dict(self, data: dict) -> None:
         """Restore :meth:`state_dict` output (restored against :meth:`template`)."""
         self.model.check_params(data["train_state"].params)
-        self.state = data["train_state"]
+        self.state = data["train_state"] if self._parallel is None else self._parallel.state(data["train_state"])
         self.version = int(data["version"])
         self._published = jax.tree_util.tree_map(np.asarray, data["published"])
         self.model.check_params(self._published)

@@ -13,11 +13,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import serialization, struct
 
 from moozi import xla_tuning
-from moozi.config import LearnerConfig, TargetConfig
+from moozi.config import ConfigError, LearnerConfig, TargetConfig
 from moozi.envs.symmetry import augment_tables, augment_windows
 from moozi.losses import loss_fn
 from moozi.model.networks import Model
@@ -209,11 +210,40 @@ def make_update_fn(model: Model, config: LearnerConfig):
 
 
 def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
-                          symmetries: tuple = ()):
+                          symmetries: tuple = (), replicated=None):
     """``jit``-compiled ``(state, windows, positions, weights[, lr_scale[, symmetry]]) -> (state, metrics,
     priorities)``; targets are built on the device from the raw windows; the input state is donated.
-    ``symmetries``: the game's (``EnvSpec.symmetries``), for windows sampled with a symmetry index."""
+    ``symmetries``: the game's (``EnvSpec.symmetries``), for windows sampled with a symmetry index.
+    ``replicated``: data parallel (:class:`DataParallel`): every output replicated over its mesh (the inputs
+    arrive sharded, the batch along its leading axis; XLA partitions the update and all-reduces the gradients)."""
     fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
                            frame_scale=float(frame_scale),
                            symmetry_tables=augment_tables(symmetries) if symmetries else None)
-    return jax.jit(fn, donate_argnums=(0,), compiler_options=xla_tuning.update_options())
+    extra = {} if replicated is None else {"out_shardings": replicated}
+    return jax.jit(fn, donate_argnums=(0,), compiler_options=xla_tuning.update_options(), **extra)
+
+
+class DataParallel:
+    """The learner's devices for ``learner.devices = D > 1``: a one-axis mesh (``data``) over the first D local
+    devices; the train state replicated, each batch split along its leading axis."""
+
+    def __init__(self, devices: int):
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        local = jax.local_devices()
+        if devices > len(local):
+            raise ConfigError(f"learner.devices = {devices}, but this process sees {len(local)} device(s) "
+                              f"({', '.join(str(d) for d in local)}); allowed: 1..{len(local)}")
+        self.devices = devices
+        self.mesh = Mesh(np.array(local[:devices]), ("data",))
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.split = NamedSharding(self.mesh, PartitionSpec("data"))
+
+    def state(self, state):
+        return jax.device_put(state, self.replicated)
+
+    def batch(self, tree, batch_size: int):
+        if batch_size % self.devices:
+            raise ConfigError(f"schedule.batch_size = {batch_size} does not divide over learner.devices = "
+                              f"{self.devices}; allowed: a multiple of {self.devices}")
+        return jax.device_put(tree, self.split)

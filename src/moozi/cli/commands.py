@@ -1,4 +1,4 @@
-"""The commands that use a trained run or a game: eval, match, grade, gtp, play, ratings, watch, tree, embed, report, curves,
+"""The commands that use a trained run or a game: eval, match, grade, tune, gtp, play, ratings, watch, tree, embed, report, curves,
 presets, envs. Each imports what it needs when it runs."""
 
 from __future__ import annotations
@@ -232,6 +232,22 @@ def _grade(args: argparse.Namespace) -> int:
     result = grade.run_grade(args.player, game=args.game, per_category=args.per_category, categories=categories,
                              positions_file=args.positions, seed=args.seed, batch=args.batch)
     print(json.dumps(result) if args.json else grade.grade_table(result))
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    try:
+        import ray.tune  # noqa: F401
+    except ImportError:
+        print("moozi tune: needs Ray Tune: pip install 'moozi[tune]'", file=sys.stderr)
+        return 2
+    from moozi.tuning import run_tune, summary_table
+
+    chunk = args.chunk_minutes or (args.minutes / 4 if args.scheduler == "pbt" else args.minutes)
+    _log_console()
+    summary = run_tune(args.preset, args.overrides, args.params, args.trials, args.minutes, chunk, args.out,
+                       scheduler=args.scheduler, cpus=args.cpus, cpus_per_trial=args.cpus_per_trial, seed=args.seed)
+    print(summary_table(summary))
     return 0
 
 

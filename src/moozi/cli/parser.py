@@ -18,6 +18,7 @@ from moozi.cli.commands import (
     _report,
     _sweep,
     _tree,
+    _tune,
     _watch,
 )
 from moozi.cli.demo import _demo
@@ -199,6 +200,29 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=0)
     sweep.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/sweeps)")
     sweep.set_defaults(func=_sweep)
+
+    tune = sub.add_parser(
+        "tune", help="a hyperparameter sweep or population-based training on Ray Tune; each trial a run directory",
+        description="Train TRIALS runs of a preset for MINUTES each with values drawn from the --param forms "
+                    "(random search, or --scheduler pbt: every CHUNK minutes the bottom half copies a top trial's "
+                    "checkpoint and perturbs its values). Trials are ordinary run directories under OUT/trials; "
+                    "OUT/summary.md ranks them by their last test return. Needs pip install 'moozi[tune]'.")
+    tune.add_argument("--preset", required=True, help="preset name or path to a preset YAML file")
+    tune.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=FORM(ARGS)",
+                      help="a searched key: choice(a, b), grid(a, b), uniform(lo, hi), loguniform(lo, hi), "
+                           "randint(lo, hi); repeatable, e.g. learner.learning_rate=loguniform(1e-4, 1e-2)")
+    tune.add_argument("--trials", type=int, default=4, help="trials (the population's size with pbt; default 4)")
+    tune.add_argument("--minutes", type=float, default=2.0, help="training minutes per trial (default 2)")
+    tune.add_argument("--chunk-minutes", type=float, default=None,
+                      help="minutes between reports (and PBT steps); default: --minutes (one report) for random "
+                           "search, a quarter of it for pbt")
+    tune.add_argument("--scheduler", choices=["random", "pbt"], default="random")
+    tune.add_argument("--out", required=True, metavar="DIR", help="the sweep's folder (trials, summary)")
+    tune.add_argument("--cpus", type=int, default=None, help="CPUs of the sweep's private Ray cluster (default all)")
+    tune.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs each trial reserves (default 1)")
+    tune.add_argument("--seed", type=int, default=0, help="schedule.seed of every trial")
+    tune.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="fixed overrides for every trial")
+    tune.set_defaults(func=_tune)
 
     watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
                            description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "

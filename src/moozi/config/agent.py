@@ -181,6 +181,11 @@ class LearnerConfig:
     augment_symmetries: show every sampled window to the learner through a
       random one of the game's board symmetries (AlphaZero's augmentation;
       the game must declare some: ``EnvSpec.symmetries``).
+    devices: the learner's update runs data parallel over this many of its
+      process's local devices (each holds the params and 1/D of the batch; XLA
+      averages the gradients with an all-reduce), with the same result as one
+      device at the same global batch up to float rounding. ``schedule.batch_size``
+      must divide by it. 1 (default): one device.
     """
 
     value_coef: float = 0.25
@@ -197,9 +202,11 @@ class LearnerConfig:
     target_update_period: int = 500
     ema_decay: float = 0.0
     augment_symmetries: bool = False
+    devices: int = 1
 
     def __post_init__(self):
         o = "learner"
+        _positive_int(o, "devices", self.devices)
         for name in ("value_coef", "consistency_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)

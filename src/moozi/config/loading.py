@@ -82,7 +82,9 @@ def to_dict(config: Any) -> dict:
 
 @dataclass(frozen=True)
 class Config:
-    """A whole training run. ``test_planner`` is the testing worker's planner (thesis Table 5.1)."""
+    """A whole training run. ``test_planner`` is the testing worker's planner (thesis Table 5.1);
+    ``reanalyze_planner`` the reanalyze workers' (None: the training planner without root noise; in plain data
+    its keys are read over that default, so ``{num_simulations: 32}`` changes only the simulations)."""
 
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
@@ -90,6 +92,7 @@ class Config:
     test_planner: PlannerConfig = dataclasses.field(
         default_factory=lambda: PlannerConfig(dirichlet_fraction=0.0, gumbel_scale=0.0)
     )
+    reanalyze_planner: PlannerConfig | None = None
     targets: TargetConfig = dataclasses.field(default_factory=TargetConfig)
     learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
@@ -124,6 +127,9 @@ class Config:
         if self.testing.opponent == "perfect" and self.env.name not in ("pgx:tic_tac_toe", "openspiel:tic_tac_toe"):
             raise ConfigError(f"testing.opponent = 'perfect' is only available for tic-tac-toe (pgx:tic_tac_toe, "
                               f"openspiel:tic_tac_toe), not {self.env.name!r}; allowed for it: 'random'")
+        if s.batch_size % self.learner.devices:
+            raise ConfigError(f"schedule.batch_size = {s.batch_size} does not divide over learner.devices = "
+                              f"{self.learner.devices}: allowed a multiple of {self.learner.devices}")
         if s.max_env_steps is not None and s.max_env_steps < s.min_replay_steps:
             raise ConfigError(f"schedule.max_env_steps = {s.max_env_steps} is below schedule.min_replay_steps = "
                               f"{s.min_replay_steps}: the run would stop before its first update")
@@ -174,6 +180,7 @@ _SECTIONS = {
     "model": ModelConfig,
     "planner": PlannerConfig,
     "test_planner": PlannerConfig,
+    "reanalyze_planner": PlannerConfig,
     "targets": TargetConfig,
     "learner": LearnerConfig,
     "replay": ReplayConfig,
@@ -199,12 +206,31 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     for key, value in data.items():
         if key not in sections:
             raise ConfigError(f"unknown section {key!r}: allowed sections are " + ", ".join(sorted(sections)))
+        if key == "reanalyze_planner" and value is None:
+            continue  # the default: the training planner, quiet
         if not isinstance(value, Mapping):
             raise ConfigError(f"section {key} must be a mapping of keys, got {value!r}")
         if key == "env" and "kwargs" in value and not isinstance(value["kwargs"], Mapping):
             _fail("env", "kwargs", value["kwargs"], "a mapping of bridge arguments")
+        if key == "reanalyze_planner":
+            continue  # read over the training planner below
         kwargs[key] = from_dict(sections[key], value, owner=key)
+    if data.get("reanalyze_planner") is not None:
+        base = to_dict(quiet_planner(kwargs.get("planner", PlannerConfig())))
+        from_dict(PlannerConfig, data["reanalyze_planner"], owner="reanalyze_planner")  # its own keys, by name
+        kwargs["reanalyze_planner"] = from_dict(PlannerConfig, {**base, **data["reanalyze_planner"]},
+                                                owner="reanalyze_planner")
     return Config(**kwargs)
+
+
+def quiet_planner(planner: PlannerConfig) -> PlannerConfig:
+    """``planner`` without root noise (no Dirichlet noise, no Gumbel noise): a search that only measures."""
+    return dataclasses.replace(planner, dirichlet_fraction=0.0, gumbel_scale=0.0)
+
+
+def reanalyze_planner(config: Config) -> PlannerConfig:
+    """The reanalyze workers' planner: ``config.reanalyze_planner``, else the training planner without noise."""
+    return config.reanalyze_planner if config.reanalyze_planner is not None else quiet_planner(config.planner)
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:

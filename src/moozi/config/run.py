@@ -243,6 +243,13 @@ class DistributedConfig:
       On Ray each component is pinned to that many cores, round-robin per
       node; in an async run, where a node has cores beyond the learner's,
       the learner's stay its own and the other components share the rest.
+    train_worker_gpus / test_worker_gpus / reanalyze_worker_gpus: ray only: the
+      GPUs (fractions allowed, as Ray's) each training worker, the tester and
+      each reanalyze worker reserve for their searches; 0 (default) keeps that
+      component's JAX on the CPU. A fraction below 1 caps the component's JAX
+      memory at that share of the GPU (no preallocation), so several share one
+      (the thesis: 30 workers on 8 GPUs). The local backend runs every
+      component in one process and ignores them.
     max_restarts: restarts allowed per worker slot before the run fails.
     restart_backoff_s: first wait before a restart (doubles per restart of the slot).
     object_store_mb: ray only: object store size when moozi starts Ray.
@@ -260,6 +267,9 @@ class DistributedConfig:
     cpus_per_worker: float = 1.0
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
+    train_worker_gpus: float = 0.0
+    test_worker_gpus: float = 0.0
+    reanalyze_worker_gpus: float = 0.0
     max_restarts: int = 10
     restart_backoff_s: float = 0.5
     object_store_mb: int = 256
@@ -277,7 +287,8 @@ class DistributedConfig:
         _nonneg_int(o, "reanalyze_workers", self.reanalyze_workers)
         _number_in(o, "cpus_per_worker", self.cpus_per_worker, 0.0, 1024.0, lo_open=True)
         _number_in(o, "learner_cpus", self.learner_cpus, 0.0, 1024.0, lo_open=True)
-        _number_in(o, "learner_gpus", self.learner_gpus, 0.0, 64.0)
+        for key in ("learner_gpus", "train_worker_gpus", "test_worker_gpus", "reanalyze_worker_gpus"):
+            _number_in(o, key, getattr(self, key), 0.0, 64.0)
         _nonneg_int(o, "max_restarts", self.max_restarts)
         _number_in(o, "restart_backoff_s", self.restart_backoff_s, 0.0, 600.0)
         if not isinstance(self.object_store_mb, int) or isinstance(self.object_store_mb, bool) or self.object_store_mb < 80:
@@ -395,6 +406,10 @@ class OutputConfig:
     keep_every_updates: also keep the params of the first checkpoint past every
       this-many updates in ``checkpoints/kept/`` (params only, never pruned), so a
       long run leaves a series to sweep (``moozi sweep``); 0 (default): off.
+    histogram_every_updates: TensorBoard histograms of every parameter and of
+      Adam's gradient average at the first metrics row past every this-many
+      updates (the learner counts them, a few dozen numbers per leaf reach the
+      driver); 0 (default): off.
     """
 
     checkpoint_every_minutes: float = 5.0
@@ -402,9 +417,11 @@ class OutputConfig:
     replay_every_checkpoints: int = 1
     log_every_epochs: int = 10
     keep_every_updates: int = 0
+    histogram_every_updates: int = 0
 
     def __post_init__(self):
         o = "output"
+        _nonneg_int(o, "histogram_every_updates", self.histogram_every_updates)
         _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "keep_checkpoints", self.keep_checkpoints)
         _positive_int(o, "replay_every_checkpoints", self.replay_every_checkpoints)

@@ -20,6 +20,7 @@ import atexit
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -105,10 +106,39 @@ def keep_driver_on_host() -> None:
     jax.config.update("jax_platforms", "cpu")
 
 
+def _log_to(path: str, name: str) -> None:
+    """This component's log in the run directory (``RUN/logs/NAME.log``, appended to by a restarted one): the
+    ``moozi`` logger from INFO and everything else from WARNING (Python warnings included); Ray's own session
+    folder keeps the raw output as before."""
+    import logging
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+    except OSError:  # a node that cannot reach the run directory logs only to Ray's session folder
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    moozi = logging.getLogger("moozi")
+    moozi.setLevel(logging.INFO)
+    moozi.addHandler(handler)
+    moozi.propagate = False
+    root = logging.getLogger()
+    warnings_only = logging.FileHandler(path)
+    warnings_only.setFormatter(handler.formatter)
+    warnings_only.setLevel(logging.WARNING)
+    root.addHandler(warnings_only)
+    logging.captureWarnings(True)
+    moozi.info("component %s started (pid %d)", name, os.getpid())
+
+
 class _Host:
     """A component inside a Ray actor."""
 
-    def __init__(self, pin, factory, *args):
+    def __init__(self, pin, log_path, name, gpus, factory, *args):
+        self.gpus = float(gpus)
+        if log_path is not None:
+            _log_to(log_path, name)
         if pin is not None:
             _pin(*pin)  # before the component imports JAX and XLA sizes its thread pool
         compile_cache.enable()  # this node's cache: the run's later processes load what the first compiled
@@ -121,8 +151,18 @@ class _Host:
         import socket
 
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
-                "cores": cores, "cpu": cpu_description()}
+        out = {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
+               "cores": cores, "cpu": cpu_description(), "gpus": self.gpus}
+        if self.gpus:
+            try:
+                out["gpu_ids"] = [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
+            except AttributeError:  # an older Ray
+                out["gpu_ids"] = ray.get_gpu_ids()
+        if "jax" in sys.modules:  # where this component's computations run
+            import jax
+
+            out["jax_devices"] = [str(d) for d in jax.devices()]
+        return out
 
 
 class RayHandle:
@@ -139,6 +179,9 @@ def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
            **compile_cache.forward_env(), **xla_tuning.forward_env()}
     if gpus == 0:
         env["JAX_PLATFORMS"] = "cpu"
+    elif gpus < 1:  # a share of one GPU: JAX takes memory as it needs it, up to that share (others share the card)
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{gpus:.3f}"
     return env
 
 
@@ -213,8 +256,8 @@ class RayBackend:
                 missing.append("no node can hold one of the bundles " + str(bundles))
             raise RuntimeError("the Ray cluster cannot place this run within "
                                f"{self.config.placement_timeout_s:g} s: " + "; ".join(missing)
-                               + " (reduce distributed.train_workers / reanalyze_workers / cpus_per_worker, "
-                               "or add nodes)")
+                               + " (reduce distributed.train_workers / reanalyze_workers / cpus_per_worker or "
+                               "the *_gpus keys, or add nodes)")
         try:  # which node holds each bundle, so components on one node share its cores sensibly (_pin)
             from ray.util import placement_group_table
 
@@ -237,7 +280,8 @@ class RayBackend:
                 placement_group=self._pg, placement_group_bundle_index=self._bundles[name])
         start, skip = self._cores.get(name, (0, 0))
         pin = (start, resources.cpus, skip)
-        actor = ray.remote(_Host).options(**options).remote(pin, factory, *args)
+        log_path = str(self.run_dir / "logs" / f"{name}.log")
+        actor = ray.remote(_Host).options(**options).remote(pin, log_path, name, resources.gpus, factory, *args)
         self._names[actor._actor_id.hex()] = name
         return RayHandle(name, actor, resources)
 

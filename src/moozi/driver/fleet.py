@@ -65,7 +65,10 @@ class Fleet:
         self.slots: dict[str, Slot] = {}
         self.placement: dict[str, dict] = {}
         self.placing: dict[str, Any] = {}  # restarted workers not yet placed: name -> their info future
-        self.resources = Resources(config.distributed.cpus_per_worker)
+        d = config.distributed
+        # Per slot kind: the workers' CPUs, and the GPUs (fractions) of that kind on Ray.
+        self.resources = {kind: Resources(d.cpus_per_worker, float(gpus)) for kind, gpus in (
+            ("train", d.train_worker_gpus), ("test", d.test_worker_gpus), ("reanalyze", d.reanalyze_worker_gpus))}
 
     # --- processes ----------------------------------------------------------------------
 
@@ -78,10 +81,10 @@ class Fleet:
     def spawn(self, slot: Slot, wait: bool = True) -> None:
         if slot.kind == "reanalyze":
             slot.handle = self.backend.spawn(slot.name, ReanalyzeHost, self.config_dict, slot.worker_id,
-                                             slot.incarnation, self.versions, resources=self.resources)
+                                             slot.incarnation, self.versions, resources=self.resources[slot.kind])
         else:
             slot.handle = self.backend.spawn(slot.name, ActingHost, self.config_dict, slot.kind, slot.worker_id,
-                                             slot.incarnation, self.versions, resources=self.resources)
+                                             slot.incarnation, self.versions, resources=self.resources[slot.kind])
         slot.busy_s = 0.0
         slot.started_at = time.monotonic()
         self.slots[slot.name] = slot

@@ -18,7 +18,6 @@ incarnation (a restarted worker plays new games).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from moozi.checkpoint import (
     read_part_bytes,
 )
 from moozi.config import config_from_dict
+from moozi.config.loading import reanalyze_planner
 from moozi.run_dir import BEST_DIR, KEPT_DIR
 
 
@@ -131,6 +131,10 @@ class LearnerHost:
     def params(self) -> dict:
         version, params = self.learner.params()
         return {"version": version, "params": params}
+
+    def histograms(self) -> dict:
+        """Raw histograms of the parameters and of Adam's gradient average (``output.histogram_every_updates``)."""
+        return self.learner.histograms()
 
     def target_params(self) -> dict:
         """The target network (reanalyze's parameters), tagged with the published version it came with."""
@@ -374,7 +378,8 @@ class ActingHost:
 
 
 class ReanalyzeHost:
-    """A reanalyze worker: re-searches stored episodes with given (target) params, no exploration noise.
+    """A reanalyze worker: re-searches stored episodes with given (target) params and the reanalyze planner
+    (``reanalyze_planner``; default the training planner without root noise).
 
     Histories are rebuilt by replaying each stored episode from its first step
     with the stored actions forced (:class:`~moozi.envs.replay_env.ReplayEnvPool`),
@@ -396,8 +401,7 @@ class ReanalyzeHost:
         env, model = build_parts(c)
         self.spec = env.spec
         env.close()
-        quiet = dataclasses.replace(c.planner, dirichlet_fraction=0.0, gumbel_scale=0.0)
-        policy = PolicyConfig(spec=self.spec, planner=quiet, discount=c.targets.discount,
+        policy = PolicyConfig(spec=self.spec, planner=reanalyze_planner(c), discount=c.targets.discount,
                               history_length=c.targets.history_length, mode="forced", record_frames=False)
         self.pool = ReplayEnvPool(self.spec, c.reanalyze.envs)
         key = jax.random.fold_in(jax.random.key(worker_seed(c.schedule.seed, 3, worker_id)), incarnation)

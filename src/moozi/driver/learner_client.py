@@ -138,6 +138,9 @@ class LearnerClient:
     def stats(self) -> dict:
         return self._blocking("stats")
 
+    def histograms(self) -> dict:
+        return self._blocking("histograms")
+
     def stats_without_waiting(self) -> dict:
         """The answer to the request made at an earlier call, once it is in ({} until then), and a new request:
         the learner answers between two training calls, so the driver never waits behind one."""

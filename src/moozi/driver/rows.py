@@ -62,6 +62,7 @@ class RowWriter:
         self._fed = self.ctx.ledger.fed()
         self.epochs = c["epochs"]  # the counter at the last row (rows every ``output.log_every_epochs``)
         self._busy: dict[str, float] = {}
+        self._histogram_mark = c["updates"] // max(self.ctx.config.output.histogram_every_updates, 1)
 
     def env_steps_per_s(self) -> float:
         """Env steps per second over this invocation so far (start-up and compiling included)."""
@@ -89,12 +90,28 @@ class RowWriter:
             out["reanalyze/positions_total"] = float(c["reanalyzed_positions"])
         out.update({k: c[k] for k in ("env_steps", "updates", "epochs", "episodes", "wall_s")})
         out["params_version"] = ctx.learner.version
+        out.update(self._histograms())
         out.update(self.watch.check(out))
         self.metrics.write(out, step=c["env_steps"])
         self._since = (now, c["env_steps"], c["updates"])
         self._fed, self.epochs = fed, c["epochs"]
         if self.progress:
             self.progress(dict(c), out, ctx.last_test)
+
+    def _histograms(self) -> dict[str, float]:
+        """At the first row past every ``output.histogram_every_updates`` updates: the learner's parameter and
+        gradient-average histograms to TensorBoard; the seconds it took (``perf/histograms_s``)."""
+        every, updates = self.ctx.config.output.histogram_every_updates, self.ctx.counters["updates"]
+        if not every or updates // every <= self._histogram_mark:
+            return {}
+        t = time.perf_counter()
+        self._histogram_mark = updates // every
+        try:
+            for key, h in self.ctx.learner.histograms().items():
+                self.metrics.write_histogram_raw(key, h, step=self.ctx.counters["env_steps"])
+        except Exception as e:  # a picture is not worth a run
+            log.warning("parameter histograms not written: %s", e)
+        return {"perf/histograms_s": time.perf_counter() - t}
 
     def _workers(self, dt: float) -> dict[str, float]:
         """Each training worker's busy fraction over the row's ``dt`` seconds, restarts, and memory."""

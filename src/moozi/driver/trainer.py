@@ -108,7 +108,7 @@ class Trainer:
         # Async: the learner trains while the workers act, so it keeps its cores to itself (a sync epoch takes turns).
         learner_resources = Resources(d.learner_cpus, d.learner_gpus, own_cores=config.schedule.kind == "async")
         slots = plan_slots(config)
-        self.backend.reserve({LEARNER: learner_resources, **{sl.name: self.fleet.resources for sl in slots}})
+        self.backend.reserve({LEARNER: learner_resources, **{sl.name: self.fleet.resources[sl.kind] for sl in slots}})
         self.learner_client = LearnerClient(
             self.backend, lambda: self.backend.spawn(LEARNER, LearnerHost, self._config_dict, str(self.run_dir),
                                                      self.fleet.versions, resources=learner_resources),

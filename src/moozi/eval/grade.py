@@ -183,8 +183,10 @@ def play_positions(player, pool, positions: list[Position], clock=None) -> np.nd
                                        f"not match the benchmark's (legal {np.flatnonzero(legal[r]).tolist()})")
             movers = np.arange(B) < len(chunk)
             if clock is not None:
+                compiled = getattr(player, "compile_s", 0.0)
                 with clock:
                     chosen = np.asarray(player.act(ts, movers), np.int32)
+                clock.compile_s += getattr(player, "compile_s", 0.0) - compiled  # compiling is not playing
                 clock.moves += len(chunk)
             else:
                 chosen = np.asarray(player.act(ts, movers), np.int32)
@@ -248,7 +250,7 @@ def run_grade(player_text: str, game: str | None = None, per_category: int | Non
            "benchmark": {k: header.get(k) for k in ("format", "version", "seed", "solver")}
            | {"file": str(positions_file or PACKAGED)},
            "per_category": per_category, "categories": grade_actions(chosen, actions),
-           "ms_per_move": clock.ms_per_move, "wall_s": time.perf_counter() - t0}
+           "ms_per_move": clock.ms_per_move, "compile_s": clock.compile_s, "wall_s": time.perf_counter() - t0}
     return out
 
 

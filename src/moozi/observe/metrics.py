@@ -171,6 +171,17 @@ class MetricsWriter:
             arr = np.asarray(values, dtype=np.float64).reshape(-1)
             self._tb.add_histogram(key, arr, int(step))
 
+    def write_histogram_raw(self, key: str, histogram: Mapping[str, Any], step: int) -> None:
+        """Log a histogram already counted (:func:`moozi.observe.histograms.leaf_histogram`) to TensorBoard
+        (no-op without TensorBoard; not written to ``metrics.jsonl``)."""
+        if self._file is None:
+            raise ValueError("MetricsWriter is closed")
+        if self._tb is not None:
+            h = histogram
+            self._tb.add_histogram_raw(key, min=h["min"], max=h["max"], num=h["num"], sum=h["sum"],
+                                       sum_squares=h["sum_squares"], bucket_limits=list(h["bucket_limits"]),
+                                       bucket_counts=list(h["bucket_counts"]), global_step=int(step))
+
     def write_image(self, key: str, image: Any, step: int) -> None:
         """Log an ``[H, W, 3]`` uint8 image to TensorBoard (no-op without TensorBoard)."""
         if self._file is None:
