@@ -121,12 +121,12 @@ def _log_to(path: str, name: str) -> None:
     handler.setLevel(logging.INFO)
     moozi = logging.getLogger("moozi")
     moozi.setLevel(logging.INFO)
-    moozi.addHandler(handler)
-    moozi.propagate = False
+    moozi.addHandler(handler)  # still propagates: its warnings reach Ray's output as before
     root = logging.getLogger()
     warnings_only = logging.FileHandler(path)
     warnings_only.setFormatter(handler.formatter)
     warnings_only.setLevel(logging.WARNING)
+    warnings_only.addFilter(lambda record: not record.name.startswith("moozi"))  # those are in the file already
     root.addHandler(warnings_only)
     logging.captureWarnings(True)
     moozi.info("component %s started (pid %d)", name, os.getpid())
