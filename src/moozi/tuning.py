@@ -111,11 +111,12 @@ def trial_config(base: dict, values: dict):
 def _coerce(key: str, value):
     import typing
 
-    from moozi.config.loading import _SECTIONS
+    from moozi.config.loading import section_type
 
     value = value.item() if hasattr(value, "item") else value
     section, name = key.split(".", 1)
-    hint = typing.get_type_hints(_SECTIONS[section]).get(name) if section in _SECTIONS else None
+    cls = section_type(section)
+    hint = typing.get_type_hints(cls).get(name) if cls is not None else None
     if isinstance(value, float) and hint is not None and (hint is int or int in typing.get_args(hint)) \
             and float not in typing.get_args(hint):
         return round(value)

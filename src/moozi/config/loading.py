@@ -196,6 +196,11 @@ _SECTIONS = {
 }
 
 
+def section_type(name: str):
+    """The config class of section ``name`` (``"learner"`` -> :class:`LearnerConfig`), None if there is none."""
+    return _SECTIONS.get(name)
+
+
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from nested plain data; unknown sections/keys fail by name."""
     if not isinstance(data, Mapping):
