@@ -165,6 +165,17 @@ def test_make_positions_cli(tmp_path, capsys):
     assert out["categories"]["all"]["mistakes"] == 0 and out["categories"]["all"]["positions"] == 12
 
 
+def _bench(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(f"moozi_bench_{name}",
+                                                  Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     """grading.every_checkpoints grades each checkpoint (grade/* rows with the counters); keep_best keeps the fewest
     mistakes (ties: the newer) as checkpoints/best; acting.play_best makes training workers act with those params."""
@@ -200,6 +211,13 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
         trainer.close()
     assert main(["report", str(tmp_path / "c4"), "--out", str(tmp_path / "report.html")]) == 0
     assert "alt='Mistakes against perfect play (grade)'" in (tmp_path / "report.html").read_text()
+    # The two diagnosis scripts of docs/results/connect4-alphazero-fix run on it.
+    read = _bench("value_vs_solver").read_network(str(tmp_path / "c4"), per_category=1)
+    assert read["positions"] == 6 and set(read["value_by_result"]) <= {"win", "draw", "loss"}
+    assert sum(v["positions"] for v in read["value_by_result"].values()) == 6 and "all" in read["prior_mistakes"]
+    fitted = _bench("offline_fit").fit(tmp_path / "c4", updates=2, reports=1, overrides=["learner.l2_coef=0"])
+    assert [r["updates"] for r in fitted["rows"]] == [2] and fitted["rows"][0]["loss/l2"] == 0.0
+    assert fitted["replay_steps"] > 0 and 0.0 <= fitted["start_targets"].get("mean_peak", 0.0) <= 1.0
     run = str(tmp_path / "ttt")
     assert main(["train", "--preset", "tictactoe", "--run-dir", run, "grading.every_checkpoints=1"]) == 2
     assert "grades connect four" in capsys.readouterr().err

@@ -156,6 +156,11 @@ def test_health_flags_a_test_return_that_does_not_improve():
     assert assess([0.6, 0.2, 0.2, 0.2, 0.4, 0.5, 0.3, 0.4], [], [], 3, False, patience=4).ok  # median 0.4 > 0.2
     assert not assess([-500.0, -300.0] + [-500.0] * 6, [], [], 3, False, patience=4).ok
     assert assess([1.0] * 20, [], [], 3, False, patience=0).ok  # patience 0: off
+    # A two-player game won in every test (connect four against a random mover) cannot improve: not stalled;
+    # a single-player game flat at 1, or a two-player one flat at 0.9, still is.
+    assert assess([1.0] * 8, [], [], 7, True, patience=4).ok
+    assert not assess([1.0] * 8, [], [], 7, False, patience=4).ok
+    assert not assess([0.9] * 8, [], [], 7, True, patience=4).ok
     # tests since the best: best 3.0 at index 1 of 4 tests -> 2
     assert assess([1.0, 3.0, 2.0, 2.5], [], [], 2, False, 8).metrics["health/tests_since_best"] == 2.0
 

@@ -36,7 +36,7 @@ TINY = [
 ]
 
 PRESETS = [
-    "asterix", "atari-pong", "breakout", "cartpole", "connect4", "freeway", "minatar-breakout",
+    "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "minatar-breakout",
     "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "thesis-minatar", "tictactoe",
 ]
 # Trained in CI: one per acting path and kind of game (device: gymnax single-player, pgx two-player; host:

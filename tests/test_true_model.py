@@ -128,3 +128,28 @@ def test_alphazero_training_run(tmp_path, capsys):
     assert main(["train", "--preset", "openspiel-tictactoe", "--run-dir", str(tmp_path / "os"), *TINY,
                  "model.dynamics=simulator"]) != 0
     assert "needs a JAX-native game" in capsys.readouterr().err
+
+
+def test_value_range_floor_keeps_an_untrained_value_from_sharpening_the_gumbel_target(ttt):
+    """An untrained network values every position alike (up to 1e-4). With mctx's default floor (1e-8)
+    the Gumbel target min-max rescales those differences, and the two-player sign (children at -c, the
+    root's mixed value at +c), to the full range: a sharp target on arbitrary moves, which is what kept
+    connect four from learning in AlphaZero mode. ``min_value_range`` 1.0 (values in [-1, 1]) leaves it
+    near the prior."""
+
+    def evaluate(params, node):
+        board = node.history[0].reshape(node.history[0].shape[0], -1)  # the stacked frames
+        value = 0.012 + 1e-4 * jnp.sin(board @ jnp.arange(1, board.shape[1] + 1, dtype=jnp.float32))
+        return value.astype(jnp.float32), jnp.zeros(node.state.legal_actions.shape, jnp.float32)
+
+    states = _position(ttt, [], 4)
+    hist = history_init(4, ttt.spec.observation_shape, 1)
+    root = true_root(evaluate, None, states, hist, jnp.zeros(4, jnp.uint32))
+    peaks = {}
+    for floor in (1e-8, 1.0):
+        cfg = PlannerConfig(kind="gumbel", num_simulations=16, max_num_considered_actions=9, min_value_range=floor)
+        out = search(None, jax.random.key(3), root, true_step(ttt, evaluate), states.legal_actions, cfg,
+                     discount=1.0, two_player=True)
+        peaks[floor] = float(np.asarray(out.root_policy).max(-1).mean())
+    assert peaks[1e-8] > 0.3, peaks  # sharp on noise
+    assert peaks[1.0] < 0.15, peaks  # 1 / 9 = 0.11: close to the uniform prior

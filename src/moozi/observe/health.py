@@ -8,7 +8,8 @@ collapsing to five moves) so a user sees them within minutes:
 
 * ``stalled``: the median test return of the last ``patience`` tests is no
   better than the median of the first ``patience`` tests: the agent plays no
-  better than when it began. Medians of windows, not single tests: one lucky
+  better than when it began (not flagged in a two-player game won in every
+  recent test: its return cannot exceed 1). Medians of windows, not single tests: one lucky
   first test (tic-tac-toe against a random player) or one lucky late test
   (Acrobot, mostly at -500) must not decide it. Checked from ``2 * patience``
   tests on, so the two windows do not overlap. Over the runs recorded in
@@ -78,7 +79,9 @@ def assess(test_returns: Sequence[float], entropies: Sequence[float], lengths: S
         if patience and len(test_returns) >= 2 * patience:
             start = float(np.median(test_returns[:patience]))
             recent = float(np.median(test_returns[-patience:]))
-            if recent <= start + MIN_IMPROVEMENT * max(abs(start), 1.0):
+            # A two-player game won in every test (return 1) from the start has nothing left to improve.
+            saturated = two_player and recent >= 1.0 - MIN_IMPROVEMENT
+            if recent <= start + MIN_IMPROVEMENT * max(abs(start), 1.0) and not saturated:
                 reasons.append(f"test return not improving: median {recent:.4g} over the last {patience} tests, "
                                f"{start:.4g} over the first {patience} (fine only if that is the best the game "
                                "allows)")

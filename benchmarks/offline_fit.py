@@ -1,0 +1,102 @@
+"""Can a fresh network fit a run's replay? Train one offline on the replay saved in a run's newest checkpoint.
+
+Self-play and learning feed each other, so a run that does not learn leaves two suspects: data that
+cannot be fitted (targets that are noise) or a learner that cannot fit (a network or optimiser stuck).
+This takes the run's own replay (fixed: no acting) and trains a freshly initialised network on it
+with the run's config, or with changed learner / model / target settings (``--set``), reporting the
+mean loss terms and the targets' own floor per stretch of updates, and first how sharp the policy
+targets at episode starts are against how flat their average is (sharp and flat: noise).
+
+Found with it (docs/results/connect4-alphazero-fix): the replay of the ``connect4`` preset in
+AlphaZero mode stayed at ln 7 and a constant value for any network (the policy targets were sharp
+noise), while the MuZero run's replay trained the same network at once; with a 1e-3 learning rate,
+the identity value on 3 bins and value_coef 1 the same data left its plateau after about 1,000 updates.
+
+Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]``.
+Prints one line per report and a JSON line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import yaml
+
+from moozi.checkpoint import list_checkpoints, read_chunked_part
+from moozi.config import apply_overrides, config_from_dict
+from moozi.learner import Learner
+from moozi.parts import build_parts
+from moozi.update import make_window_update_fn
+
+TERMS = ("loss/policy", "loss/value", "loss/l2", "loss/floor")
+
+
+def start_targets(learner: Learner, config, frame_scale: float, samples: int = 4096) -> dict:
+    """The policy targets at episode starts (one position, many games): sharp targets whose average is flat
+    are noise; a network can only learn their average."""
+    from moozi.update import build_batch
+
+    sample = learner.replay.sample(samples)
+    batch = build_batch(jax.device_put(sample.windows), sample.positions, sample.weights, target_config=config.targets,
+                        num_actions=learner.model.num_actions, frame_scale=frame_scale)
+    start = np.asarray(sample.positions) == np.asarray(sample.windows.first)
+    policy = np.asarray(batch.targets.policy[:, 0])[start]
+    if not len(policy):
+        return {"positions": 0}
+    entropy = -(policy * np.log(np.maximum(policy, 1e-12))).sum(-1)
+    mean = policy.mean(0)
+    return {"positions": int(start.sum()), "mean_peak": round(float(policy.max(-1).mean()), 3),
+            "mean_entropy": round(float(entropy.mean()), 3),
+            "entropy_of_mean": round(float(-(mean * np.log(np.maximum(mean, 1e-12))).sum()), 3)}
+
+
+def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int = 1) -> dict:
+    data = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
+    config = config_from_dict(data)
+    env, model = build_parts(config)
+    learner = Learner(model, env.spec, config.learner, config.targets, config.replay, jax.random.key(seed),
+                      replay_seed=seed)
+    found = list_checkpoints(run / "checkpoints")
+    if not found:
+        raise SystemExit(f"{run} has no checkpoint with a replay to fit")
+    checkpoint = found[-1].path
+    learner.replay.load_chunks(*read_chunked_part(checkpoint, "replay", verified=True))
+    starts = start_targets(learner, config, env.spec.observation_scale)
+    print(json.dumps({"start_targets": starts}), flush=True)
+    update = make_window_update_fn(model, config.learner, config.targets, env.spec.observation_scale, ())
+    state, rows, stretch, start = learner.state, [], [], time.perf_counter()
+    every = max(1, updates // reports)
+    for i in range(1, updates + 1):
+        sample = learner.replay.sample(config.schedule.batch_size)
+        state, metrics, _ = update(state, jax.device_put(sample.windows), sample.positions, sample.weights)
+        stretch.append([float(metrics[k]) for k in TERMS])
+        if i % every == 0 or i == updates:
+            row = {"updates": i, **dict(zip(TERMS, np.mean(stretch, axis=0).round(4).tolist())),
+                   "wall_s": round(time.perf_counter() - start, 1)}
+            rows.append(row)
+            stretch = []
+            print(json.dumps(row), flush=True)
+    if hasattr(env, "close"):
+        env.close()
+    return {"run": str(run), "checkpoint": str(checkpoint), "replay_steps": int(learner.replay.size),
+            "overrides": overrides, "start_targets": starts, "updates": updates, "batch_size": config.schedule.batch_size, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--updates", type=int, default=1600)
+    parser.add_argument("--reports", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed)))
+
+
+if __name__ == "__main__":
+    main()
