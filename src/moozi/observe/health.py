@@ -9,8 +9,8 @@ collapsing to five moves) so a user sees them within minutes:
 * ``stalled``: the median test return of the last ``patience`` tests is no
   better than the median of the first ``patience`` tests: the agent plays no
   better than when it began (not flagged in a two-player game won in every
-  recent test: its return cannot exceed 1). Medians of windows, not single tests: one lucky
-  first test (tic-tac-toe against a random player) or one lucky late test
+  recent test: its return cannot exceed 1). Medians of windows, not single
+  tests: one lucky first test (tic-tac-toe against a random player) or one lucky late test
   (Acrobot, mostly at -500) must not decide it. Checked from ``2 * patience``
   tests on, so the two windows do not overlap. Over the runs recorded in
   docs/results it flags no run of a shipped preset.
