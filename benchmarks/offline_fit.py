@@ -12,8 +12,13 @@ AlphaZero mode stayed at ln 7 and a constant value for any network (the policy t
 noise), while the MuZero run's replay trained the same network at once; with a 1e-3 learning rate,
 the identity value on 3 bins and value_coef 1 the same data left its plateau after about 1,000 updates.
 
-Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]``.
-Prints one line per report and a JSON line last.
+Also found with it (docs/results/minatar-replay-weights): on the Asterix preset's replay a fresh model
+learnt nothing one step ahead in 1,200 updates with the run's importance weights (``replay.beta`` 1; the
+effective batch was about 14 of 128) or with uniform sampling, and saw rewards and deaths with
+``--beta 0`` (``--foresight``: ``model_foresight.py``'s measures at each report).
+
+Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]
+[--beta B] [--foresight]``. Prints one line per report and a JSON line last.
 """
 
 from __future__ import annotations
@@ -55,7 +60,31 @@ def start_targets(learner: Learner, config, frame_scale: float, samples: int = 4
             "entropy_of_mean": round(float(-(mean * np.log(np.maximum(mean, 1e-12))).sum()), 3)}
 
 
-def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int = 1) -> dict:
+def effective_batch(replay, batch_size: int, draws: int = 200, seed: int = 0) -> dict:
+    """Kish's effective sample size, (sum w)^2 / sum w^2, of the importance weights of ``draws`` batches at the
+    replay's beta: how many of ``batch_size`` samples a batch is worth when a few weights dwarf the rest."""
+    sizes = []
+    for _ in range(draws):
+        _, w = replay.sample_ids(batch_size)
+        w = w.astype(np.float64)
+        sizes.append(w.sum() ** 2 / (w**2).sum())
+    return {"batch_size": batch_size, "beta": replay.beta, "median": round(float(np.median(sizes)), 1),
+            "p10": round(float(np.percentile(sizes, 10)), 1), "p90": round(float(np.percentile(sizes, 90)), 1)}
+
+
+def _foresight_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("moozi_bench_model_foresight", Path(__file__).with_name("model_foresight.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int = 1, beta: float | None = None,
+        foresight: bool = False) -> dict:
+    """``beta``: the importance-sampling exponent to sample with (a checkpoint restores its run's own);
+    ``foresight``: add :mod:`model_foresight`'s measures (single-player JAX-native games) to each report."""
     data = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
     config = config_from_dict(data)
     env, model = build_parts(config)
@@ -66,8 +95,16 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
         raise SystemExit(f"{run} has no checkpoint with a replay to fit")
     checkpoint = found[-1].path
     learner.replay.load_chunks(*read_chunked_part(checkpoint, "replay", verified=True))
+    if beta is not None:
+        learner.replay.beta = beta
+    look = None
+    if foresight:
+        fs = _foresight_module()
+        probe = fs.make_probe(env, config.targets.history_length, steps=100)
+        look = lambda params: fs.foresight(model, params, probe, config.targets.discount)  # noqa: E731
     starts = start_targets(learner, config, env.spec.observation_scale)
-    print(json.dumps({"start_targets": starts}), flush=True)
+    effective = effective_batch(learner.replay, config.schedule.batch_size)
+    print(json.dumps({"start_targets": starts, "effective_batch": effective}), flush=True)
     update = make_window_update_fn(model, config.learner, config.targets, env.spec.observation_scale, ())
     state, rows, stretch, start = learner.state, [], [], time.perf_counter()
     every = max(1, updates // reports)
@@ -78,13 +115,16 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
         if i % every == 0 or i == updates:
             row = {"updates": i, **dict(zip(TERMS, np.mean(stretch, axis=0).round(4).tolist())),
                    "wall_s": round(time.perf_counter() - start, 1)}
+            if look is not None:
+                row["foresight"] = look(state.params)
             rows.append(row)
             stretch = []
             print(json.dumps(row), flush=True)
     if hasattr(env, "close"):
         env.close()
     return {"run": str(run), "checkpoint": str(checkpoint), "replay_steps": int(learner.replay.size),
-            "overrides": overrides, "start_targets": starts, "updates": updates, "batch_size": config.schedule.batch_size, "rows": rows}
+            "overrides": overrides, "beta": learner.replay.beta, "effective_batch": effective, "start_targets": starts,
+            "updates": updates, "batch_size": config.schedule.batch_size, "rows": rows}
 
 
 def main() -> None:
@@ -94,8 +134,12 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--beta", type=float, default=None,
+                        help="importance-sampling exponent to sample with (default: the checkpoint's)")
+    parser.add_argument("--foresight", action="store_true",
+                        help="report the model's foresight too (model_foresight.py; single-player JAX-native games)")
     args = parser.parse_args()
-    print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed)))
+    print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed, args.beta, args.foresight)))
 
 
 if __name__ == "__main__":

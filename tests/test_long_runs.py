@@ -141,3 +141,43 @@ def test_where_a_long_run_stands():
     line = _where_it_stands("runs/si", {"env_steps": 1_000_000}, 10_000_000, Rows())
     assert line == ("runs/si is at 1,000,000 of 10,000,000 env steps (10%); about 25.0 h more at 100 env steps/s: "
                     "run the same command again to go on")
+
+
+def test_model_foresight_golden():
+    """benchmarks/model_foresight.py's measures on a stub model with hand-computed answers: two states, two
+    moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45)."""
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    from tests.test_grade import _bench
+
+    class Stub:
+        num_actions = 3  # augmented: the dummy and two moves
+
+        def initial_inference(self, params, obs):
+            return SimpleNamespace(value=jnp.zeros(obs.shape[0]), hidden=obs)
+
+        def recurrent_inference(self, params, hidden, action):
+            return SimpleNamespace(reward=(action == 1) * 1.0, value=(action == 2) * 0.5)
+
+    history = (jnp.zeros((2, 1, 1, 1, 1)), jnp.zeros((2, 1), jnp.int32))
+    probe = {"histories": [history], "fatal": np.array([[False, True], [True, False]]),
+             "reward": np.array([[1.0, 0.0], [0.0, 0.0]]), "valid": np.array([True, True])}
+    out = _bench("model_foresight").foresight(Stub(), None, probe, discount=0.9)
+    # state 0: safe move 1 (1.0) above fatal move 2 (0.45): right; state 1: safe move 2 below fatal move 1: wrong
+    assert out["p_safe_above_fatal"] == 0.5 and out["states_with_safe_and_fatal"] == 2
+    assert out["reward_on_rewarded"] == 1.0 and out["reward_on_others"] == round(1 / 3, 4)
+    assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
+
+
+def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
+    from tests.test_grade import _bench
+
+    read = _bench("model_foresight").read_run(str(kept_run), steps=3)
+    assert read["states"] > 0 and read["updates"] >= 1 and read["value_sd"] >= 0
+    fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=[], beta=0.0, foresight=True)
+    assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "value_sd"}
+    # beta 0: every importance weight is 1, so a batch is worth all of its samples
+    assert fitted["effective_batch"]["median"] == fitted["batch_size"]
