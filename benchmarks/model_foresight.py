@@ -63,9 +63,9 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
             "valid": np.concatenate(valid)}
 
 
-def foresight(model, params, probe: dict, discount: float) -> dict:
-    """The model against the real game on ``probe`` (:func:`make_probe`); see the module docstring."""
-    actions = probe["fatal"].shape[-1]
+def make_look(model, actions: int, discount: float):
+    """The jitted reader ``(params, history) -> (value, reward [B, A], r + gamma v [B, A])``; build it once
+    and pass it to every :func:`foresight` call on the same model (a new one would compile again)."""
 
     @jax.jit
     def look(p, history):
@@ -77,6 +77,13 @@ def foresight(model, params, probe: dict, discount: float) -> dict:
             qs.append(nxt.reward + discount * nxt.value)
         return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1)
 
+    return look
+
+
+def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
+    """The model against the real game on ``probe`` (:func:`make_probe`); see the module docstring.
+    ``look``: a reader from :func:`make_look` (default: a new one)."""
+    look = look or make_look(model, probe["fatal"].shape[-1], discount)
     looked = [look(params, h) for h in probe["histories"]]
     ok = probe["valid"]
     value, reward, q = (np.concatenate([np.asarray(x[i]) for x in looked])[ok] for i in range(3))

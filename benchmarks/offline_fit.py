@@ -101,7 +101,8 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
     if foresight:
         fs = _foresight_module()
         probe = fs.make_probe(env, config.targets.history_length, steps=100)
-        look = lambda params: fs.foresight(model, params, probe, config.targets.discount)  # noqa: E731
+        reader = fs.make_look(model, env.spec.num_actions, config.targets.discount)  # compiled once
+        look = lambda params: fs.foresight(model, params, probe, config.targets.discount, reader)  # noqa: E731
     starts = start_targets(learner, config, env.spec.observation_scale)
     effective = effective_batch(learner.replay, config.schedule.batch_size)
     print(json.dumps({"start_targets": starts, "effective_batch": effective}), flush=True)
