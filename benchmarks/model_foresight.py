@@ -7,7 +7,9 @@ each action in the real game (does it end the game? what reward?) and in the run
 reward, and ``r + gamma v`` of the state it leads to). Reported:
 
 * ``p_safe_above_fatal``: over states where some moves end the game and some do not, the share of
-  (safe, fatal) move pairs the model ranks the right way (0.5: blind; 1: sees every death coming);
+  (safe, fatal) move pairs the model ranks the right way (0.5: blind; 1: sees every death coming). In
+  Freeway nothing ends the game; there a move is fatal when a car sends the chicken back to the bottom
+  row (:func:`freeway_setback`), which costs the moves it had climbed;
 * ``reward_on_rewarded`` / ``reward_on_others``: the mean predicted reward for moves the game rewards and
   for the rest (equal: blind to rewards);
 * ``value_sd``: the spread of the value over the states (about 0: one constant).
@@ -33,12 +35,24 @@ from moozi.envs.device import reset_batch, step_batch
 from moozi.model.history import history_init, history_observation, history_push
 
 
+def freeway_setback(before, after, reward):
+    """Freeway's fatal move: the chicken (channel 0 of the ``[B, 10, 10, 7]`` frames) is back on the bottom
+    row (9) without scoring, from row 7 or above (one step down from row 8 also lands on row 9).
+    Returns ``[B]`` bools."""
+    row = lambda frames: np.argmax(np.asarray(frames)[..., 0].max(-1), -1)  # noqa: E731
+    return (row(after) == 9) & (row(before) <= 7) & (np.asarray(reward) == 0)
+
+
+# Games where something other than the episode's end is the loss the model should see coming.
+SETBACKS = {"gymnax:Freeway-MinAtar": freeway_setback}
+
+
 def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed: int = 1) -> dict:
     """States of uniformly random play and, for each, every action's outcome in the real game.
 
     Returns ``histories`` (a list of ``steps`` rolling histories ``[batch]``), ``fatal`` / ``reward``
-    ``[steps * batch, A]`` (the action ends the game / its reward) and ``valid [steps * batch]`` (the
-    state is not an episode's last)."""
+    ``[steps * batch, A]`` (the action ends the game, or is the game's setback in ``SETBACKS`` / its
+    reward) and ``valid [steps * batch]`` (the state is not an episode's last)."""
     if getattr(env.spec, "num_players", 1) != 1:
         raise SystemExit(f"{env.spec.name}: the foresight probe is for single-player games")
     actions = env.spec.num_actions
@@ -49,10 +63,14 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
     history = push(history_init(batch, env.spec.observation_shape, history_length), ts.observation,
                    jnp.zeros(batch, jnp.int32), ts.is_first)
     rng = np.random.default_rng(seed)
+    setback = SETBACKS.get(env.spec.name)
     histories, fatal, reward, valid = [], [], [], []
     for _ in range(steps):
         tried = [step(states, jnp.full(batch, a, jnp.int32))[1] for a in range(actions)]
-        fatal.append(np.stack([np.asarray(t.is_terminal) for t in tried], -1))
+        lost = [np.asarray(t.is_terminal) for t in tried]
+        if setback is not None:
+            lost = [d | setback(ts.observation, t.observation, t.reward) for d, t in zip(lost, tried)]
+        fatal.append(np.stack(lost, -1))
         reward.append(np.stack([np.asarray(t.reward) for t in tried], -1))
         valid.append(~np.asarray(ts.is_last))
         histories.append(history)

@@ -172,6 +172,25 @@ def test_model_foresight_golden():
     assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
 
 
+def test_freeway_setback_golden():
+    """A car that sends the chicken back to the bottom is Freeway's fatal move; a step down onto the bottom
+    row, or scoring (which also puts the chicken on the bottom), is not."""
+    import numpy as np
+
+    from tests.test_grade import _bench
+
+    def frame(row):
+        f = np.zeros((10, 10, 7), np.float32)
+        f[row, 4, 0] = 1
+        return f
+
+    before = np.stack([frame(5), frame(8), frame(0), frame(5)])
+    after = np.stack([frame(9), frame(9), frame(9), frame(4)])
+    reward = np.array([0.0, 0.0, 1.0, 0.0])
+    setback = _bench("model_foresight").freeway_setback(before, after, reward)
+    assert setback.tolist() == [True, False, False, False]
+
+
 def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
     from tests.test_grade import _bench
 
