@@ -144,6 +144,27 @@ def test_budget_lr_scale_goldens():
     assert budget_lr_scale(dataclasses.replace(held, lr_schedule="linear"), 0.9) == pytest.approx(1 - 0.9 * 0.75)
 
 
+def test_budget_progress_follows_env_steps_when_they_are_the_budget(monkeypatch):
+    from types import SimpleNamespace
+
+    from moozi.driver import budget as budget_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(budget_module.time, "monotonic", lambda: clock[0])
+    timed = budget_module.Budget(SimpleNamespace(max_env_steps=None), LearnerConfig())
+    assert timed.progress(10**6) == 0.0  # no budget at all
+    timed.start(minutes=10.0, started=1000.0, now=1000.0, wall0=1200.0)  # 20 min earlier, 10 more: 30 in all
+    clock[0] = 1300.0
+    assert timed.progress(0) == pytest.approx((1200 + 300) / 1800)
+    # an env-step budget alone counts, however short this sitting's --minutes: 2 minutes of a
+    # 10M-step run are not the end of its decay
+    framed = budget_module.Budget(SimpleNamespace(max_env_steps=10_000_000), LearnerConfig())
+    framed.start(minutes=2.0, started=1000.0, now=1000.0, wall0=0.0)
+    clock[0] = 1120.0
+    assert framed.progress(2_500_000) == pytest.approx(0.25)
+    assert framed.progress(12_000_000) == 1.0
+
+
 def test_in_graph_decay_ends_at_the_floor():
     from moozi.update import learning_rate_schedule
 

@@ -163,9 +163,10 @@ class LearnerConfig:
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
     warmup_steps / decay_steps: schedule lengths in updates.
     lr_decay_over: what the decay runs over: ``"updates"`` (``decay_steps``)
-      or ``"budget"``: the share of the run's budget used, the larger of
-      env steps / ``schedule.max_env_steps`` and elapsed / ``--minutes``
-      (the learning rate reaches its floor when the budget ends, whatever the
+      or ``"budget"``: the share of the run's budget used: env steps /
+      ``schedule.max_env_steps`` when that is set (so the sittings of a long
+      run do not each restart the decay), else elapsed / ``--minutes`` (the
+      learning rate reaches its floor when the budget ends, whatever the
       machine's speed; a resume with more ``--minutes`` extends the budget).
     lr_final_fraction: the floor the decay ends at, as a fraction of
       ``learning_rate`` (0: decay to 0).

@@ -29,13 +29,19 @@ class Budget:
         self.stop_requested = False
 
     def progress(self, env_steps: int) -> float:
-        """Share of the run's budget used: the larger of env steps / ``max_env_steps`` and run time /
-        (run time before this invocation + its ``--minutes``); 0 without a budget."""
-        done = 0.0 if self.schedule.max_env_steps is None else env_steps / self.schedule.max_env_steps
+        """Share of the run's budget used: env steps / ``max_env_steps`` when that is set, else run time /
+        (run time before this invocation + its ``--minutes``); 0 without a budget.
+
+        An env-step budget alone counts when there is one: it is what a run in several sittings
+        (``--continue``) aims at, and each sitting's ``--minutes`` would otherwise end the decay at the
+        end of the first sitting.
+        """
+        if self.schedule.max_env_steps is not None:
+            return min(env_steps / self.schedule.max_env_steps, 1.0)
         total_s, start, wall0 = self._total
-        if total_s:
-            done = max(done, (wall0 + time.monotonic() - start) / total_s)
-        return min(done, 1.0)
+        if not total_s:
+            return 0.0
+        return min((wall0 + time.monotonic() - start) / total_s, 1.0)
 
     def lr_scale(self, env_steps: int) -> float:
         """The learning-rate multiplier of the decay over the budget (1 unless ``lr_decay_over = budget``)."""
