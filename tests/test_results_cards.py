@@ -54,3 +54,41 @@ def test_the_readme_is_a_front_page():
     rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith(("| what", "| ---"))]
     assert 0 < len(rows) <= 12
     assert all("](docs/results/" in row for row in rows)  # each row links its card
+
+
+def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true(tmp_path):
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import card_archive
+
+    card = tmp_path / "docs" / "results" / "demo" / "seed1"
+    run = tmp_path / "runs" / "r0"
+    (run / "checkpoints" / "100").mkdir(parents=True)
+    (run / "tb").mkdir()
+    (run / "ratings").mkdir()
+    (run / "metrics.jsonl").write_text('{"env_steps": 5}\n')
+    (run / "ratings" / "games.jsonl").write_text("{}\n")
+    (run / "checkpoints" / "100" / "params.msgpack").write_bytes(b"weights")
+    (run / "tb" / "events.out.tfevents.1").write_bytes(b"tb")
+    (run / "plot.png").write_bytes(b"png")
+
+    record = card_archive.add_runs(card, [run], root=tmp_path)
+    assert record["archive"] == "results-data/demo__seed1.tar.xz"
+    assert record["files"] == ["r0/metrics.jsonl", "r0/ratings/games.jsonl"]
+    assert record["raw_bytes"] == len('{"env_steps": 5}\n') + 3
+    data = (tmp_path / record["archive"]).read_bytes()
+    assert record["bytes"] == len(data) and record["sha256"] == hashlib.sha256(data).hexdigest()
+    assert json.loads((card / "raw.json").read_text()) == record
+
+    # the same run again gives the same bytes; a second run is added beside it; a changed run replaces its folder
+    assert card_archive.add_runs(card, [run], root=tmp_path)["sha256"] == record["sha256"]
+    (run / "ratings" / "games.jsonl").unlink()
+    record = card_archive.add_runs(card, [run, run], names=["r0", "r1"], root=tmp_path)
+    assert record["files"] == ["r0/metrics.jsonl", "r1/metrics.jsonl"]
+
+    # an archive that does not match its record is never overwritten
+    (tmp_path / record["archive"]).write_bytes(b"broken")
+    import pytest
+    with pytest.raises(SystemExit, match="does not match"):
+        card_archive.add_runs(card, [run], root=tmp_path)
+    assert (tmp_path / record["archive"]).read_bytes() == b"broken"
