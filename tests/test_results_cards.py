@@ -4,7 +4,10 @@ archive matches its record, and every relative link in the README and the guides
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -57,7 +60,6 @@ def test_the_readme_is_a_front_page():
 
 
 def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true(tmp_path):
-    import sys
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import card_archive
 
@@ -88,7 +90,6 @@ def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true
 
     # an archive that does not match its record is never overwritten
     (tmp_path / record["archive"]).write_bytes(b"broken")
-    import pytest
     with pytest.raises(SystemExit, match="does not match"):
         card_archive.add_runs(card, [run], root=tmp_path)
     assert (tmp_path / record["archive"]).read_bytes() == b"broken"
