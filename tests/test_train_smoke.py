@@ -36,13 +36,13 @@ TINY = [
 ]
 
 PRESETS = [
-    "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "minatar-breakout",
+    "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "freeway-az", "minatar-breakout",
     "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "thesis-minatar", "tictactoe",
 ]
 # Trained in CI: one per acting path and kind of game (device: gymnax single-player, pgx two-player; host:
-# OpenSpiel); the other bridges differ from these only below the step contract, which the conformance suite
-# checks in CI for every game.
-TRAINED_IN_CI = {"cartpole", "openspiel-tictactoe", "tictactoe"}
+# OpenSpiel), and AlphaZero mode on a single-player game (rewards inside the true-model tree); the other
+# bridges differ from these only below the step contract, which the conformance suite checks in CI for every game.
+TRAINED_IN_CI = {"cartpole", "freeway-az", "openspiel-tictactoe", "tictactoe"}
 
 
 def test_every_preset_is_covered():
