@@ -20,7 +20,7 @@ import yaml
 from moozi.config import ConfigError, config_from_dict
 from moozi.envs import IllegalActionError, list_envs, make_env, unregister
 from moozi.envs.pool import make_pool
-from moozi.presets import load_preset
+from moozi.presets import load_preset, merge_sections
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "custom_game"
 NAME = "catch:v0"
@@ -206,6 +206,43 @@ def test_preset_file_errors(tmp_path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_preset(str(bad))
+
+
+def test_merge_sections_golden():
+    base = {"model": {"kind": "resnet", "channels": 16}, "planner": {"kind": "gumbel"}, "tags": [1, 2]}
+    over = {"model": {"channels": 32}, "tags": [3], "learner": {"learning_rate": 0.1}}
+    assert merge_sections(base, over) == {
+        "model": {"kind": "resnet", "channels": 32}, "planner": {"kind": "gumbel"}, "tags": [3],
+        "learner": {"learning_rate": 0.1},
+    }
+    assert base["model"] == {"kind": "resnet", "channels": 16}  # not changed in place
+
+
+def test_preset_base_packaged_and_relative_and_loops(tmp_path):
+    # A packaged variant lists only what it changes; the rest comes from its base.
+    az = load_preset("freeway-az")
+    assert "base" not in az and az["model"]["dynamics"] == "simulator" and az["replay"]["beta"] == 0.0
+    assert {k: v for k, v in az["model"].items() if k != "dynamics"} == load_preset("freeway")["model"]
+    # A user file on top of a packaged preset, and a file on top of a file next to it.
+    (tmp_path / "mine.yaml").write_text("base: cartpole\nlearner:\n  learning_rate: 0.5\n")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "more.yaml").write_text("base: ../mine.yaml\nschedule:\n  batch_size: 8\n")
+    data = load_preset(str(sub / "more.yaml"))
+    cartpole = load_preset("cartpole")
+    assert data["learner"]["learning_rate"] == 0.5 and data["schedule"]["batch_size"] == 8
+    assert data["env"] == cartpole["env"]
+    assert config_from_dict(data).learner.learning_rate == 0.5
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ConfigError, match="loop: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        load_preset(str(tmp_path / "a.yaml"))
+    (tmp_path / "c.yaml").write_text("base: 3\n")
+    with pytest.raises(ConfigError, match="base must be"):
+        load_preset(str(tmp_path / "c.yaml"))
+    (tmp_path / "d.yaml").write_text("base: no_such_preset\n")
+    with pytest.raises(ConfigError, match="available presets"):
+        load_preset(str(tmp_path / "d.yaml"))
 
 
 # ----------------------------------------------------------------------------- training through the CLI

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["preset_names", "is_preset_path", "load_preset"]
+__all__ = ["preset_names", "is_preset_path", "load_preset", "merge_sections"]
 
 
 def preset_names() -> list[str]:
@@ -19,13 +19,50 @@ def is_preset_path(name: str) -> bool:
     return name.lower().endswith((".yaml", ".yml")) or any(s in name for s in seps)
 
 
-def load_preset(name: str) -> dict:
+def merge_sections(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base``: mappings merge key by key at every depth; any other value
+    (a number, a string, a list) replaces the base's. Neither argument is changed."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_sections(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict:
     """Plain data of preset ``name``: a packaged preset name, or a path to a YAML file
     (any value ending with .yaml/.yml or containing a path separator).
 
-    Raises ConfigError naming the path when the file is missing, and listing the
-    packaged presets when ``name`` is not one of them.
+    A preset may start from another with a top-level ``base:`` (a packaged preset's name, or a
+    YAML path, relative to the file that names it): its own keys are merged over the base's
+    (:func:`merge_sections`), so a variant lists only what it changes.
+
+    Raises ConfigError naming the path when the file is missing, listing the
+    packaged presets when ``name`` is not one of them, and naming the chain
+    when bases loop.
     """
+    from moozi.config import ConfigError
+
+    data, where = _read_preset(name)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"preset {name!r}: base must be a preset name or a .yaml path, got {base!r}")
+    if where is not None and is_preset_path(base):
+        from pathlib import Path
+
+        base_path = Path(base).expanduser()
+        base = str(base_path if base_path.is_absolute() else where / base_path)
+    if base in _seen + (name,):
+        raise ConfigError(f"preset bases loop: {' -> '.join(_seen + (name, base))}")
+    return merge_sections(load_preset(base, _seen + (name,)), data)
+
+
+def _read_preset(name: str):
+    """(the preset's own data, the folder of its file or None for a packaged preset)."""
     from importlib.resources import files
     from pathlib import Path
 
@@ -43,7 +80,7 @@ def load_preset(name: str) -> dict:
             raise ConfigError(f"preset file {str(path)!r} is not valid YAML: {err}") from err
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"preset file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
-        return data or {}
+        return data or {}, path.parent
     names = preset_names()
     if name not in names:  # presets mix - and _ in their names: either spelling finds one
         name = next((n for n in names if n.replace("_", "-") == name.replace("_", "-")), name)
@@ -52,4 +89,4 @@ def load_preset(name: str) -> dict:
             f"unknown preset {name!r}: available presets are " + ", ".join(names)
             + "; or give a path to a .yaml file (e.g. --preset ./my_game.yaml)"
         )
-    return yaml.safe_load(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}
+    return yaml.safe_load(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}, None
