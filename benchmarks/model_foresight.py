@@ -12,7 +12,10 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
   row (:func:`freeway_setback`), which costs the moves it had climbed;
 * ``reward_on_rewarded`` / ``reward_on_others``: the mean predicted reward for moves the game rewards and
   for the rest (equal: blind to rewards);
-* ``value_sd``: the spread of the value over the states (about 0: one constant).
+* ``value_sd``: the spread of the value over the states (about 0: one constant);
+* with a decoder (``learner.reconstruction_coef``): ``decoded_cells_wrong_fatal`` / ``_safe``, the mean
+  number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
+  fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
 
 Found with it (docs/results/minatar-replay-weights): the Asterix preset's model after 7,288 updates
 ranked safe above fatal moves 0.345 of the time, predicted 0.003 for rewarded moves and 0.0026 for the
@@ -64,9 +67,10 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
                    jnp.zeros(batch, jnp.int32), ts.is_first)
     rng = np.random.default_rng(seed)
     setback = SETBACKS.get(env.spec.name)
-    histories, fatal, reward, valid = [], [], [], []
+    histories, fatal, reward, valid, nexts = [], [], [], [], []
     for _ in range(steps):
         tried = [step(states, jnp.full(batch, a, jnp.int32))[1] for a in range(actions)]
+        nexts.append(np.stack([np.asarray(t.observation) > 0.5 for t in tried], 1))  # [batch, A, H, W, C]
         lost = [np.asarray(t.is_terminal) for t in tried]
         if setback is not None:
             lost = [d | setback(ts.observation, t.observation, t.reward) for d, t in zip(lost, tried)]
@@ -78,22 +82,29 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
         states, ts = step(states, played)
         history = push(history, ts.observation, played + 1, ts.is_first)
     return {"histories": histories, "fatal": np.concatenate(fatal), "reward": np.concatenate(reward),
-            "valid": np.concatenate(valid)}
+            "valid": np.concatenate(valid), "next_frames": np.concatenate(nexts)}
 
 
 def make_look(model, actions: int, discount: float):
-    """The jitted reader ``(params, history) -> (value, reward [B, A], r + gamma v [B, A])``; build it once
-    and pass it to every :func:`foresight` call on the same model (a new one would compile again)."""
+    """The jitted reader ``(params, history) -> (value, reward [B, A], r + gamma v [B, A], decoded)``,
+    ``decoded`` the newest frame of each action's decoded next observation ``[B, A, H, W, C]`` (models with
+    a decoder; else 0); build it once and pass it to every :func:`foresight` call on the same model (a new
+    one would compile again)."""
 
     @jax.jit
     def look(p, history):
+        frames = history[0]  # [B, L, H, W, C]
+        length, channels = frames.shape[1], frames.shape[-1]
         out = model.initial_inference(p, history_observation(history, model.num_actions))
-        rewards, qs = [], []
+        rewards, qs, decoded = [], [], []
         for a in range(actions):
             nxt = model.recurrent_inference(p, out.hidden, jnp.full(out.value.shape, a + 1, jnp.int32))
             rewards.append(nxt.reward)
             qs.append(nxt.reward + discount * nxt.value)
-        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1)
+            if model.config.decoder:  # stacked channels: frames oldest first, then actions
+                decoded.append(model.decode(p, nxt.hidden)[..., (length - 1) * channels:length * channels])
+        decoded = jnp.stack(decoded, 1) if decoded else jnp.zeros(())
+        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded
 
     return look
 
@@ -113,7 +124,13 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
         right += (gap > 0).sum() + 0.5 * (gap == 0).sum()
         pairs += gap.size
     rewarded = true_reward != 0
-    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4),
+    decoder = {}
+    if model.config.decoder:
+        decoded = np.concatenate([np.asarray(x[3]) > 0.5 for x in looked])[ok]
+        wrong = (decoded != probe["next_frames"][ok]).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
+        decoder = {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
+                   "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
+    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **decoder,
             "states_with_safe_and_fatal": int(mixed.sum()),
             "p_safe_above_fatal": round(right / pairs, 3) if pairs else None,
             "rewarded_moves": int(rewarded.sum()),

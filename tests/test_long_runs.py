@@ -145,7 +145,8 @@ def test_where_a_long_run_stands():
 
 def test_model_foresight_golden():
     """benchmarks/model_foresight.py's measures on a stub model with hand-computed answers: two states, two
-    moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45)."""
+    moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45), and its decoder
+    draws a one-cell frame lit after move 1 and dark after move 2."""
     from types import SimpleNamespace
 
     import jax.numpy as jnp
@@ -156,20 +157,34 @@ def test_model_foresight_golden():
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
 
+        def __init__(self, decoder):
+            self.config = SimpleNamespace(decoder=decoder)
+
         def initial_inference(self, params, obs):
             return SimpleNamespace(value=jnp.zeros(obs.shape[0]), hidden=obs)
 
         def recurrent_inference(self, params, hidden, action):
-            return SimpleNamespace(reward=(action == 1) * 1.0, value=(action == 2) * 0.5)
+            lit = jnp.broadcast_to((action == 1)[:, None, None, None] * 1.0, hidden.shape)
+            return SimpleNamespace(reward=(action == 1) * 1.0, value=(action == 2) * 0.5, hidden=lit)
+
+        def decode(self, params, hidden):
+            return hidden  # [B, 1, 1, L * (C + A)] = [B, 1, 1, 4]: the frame is channel 0
 
     history = (jnp.zeros((2, 1, 1, 1, 1)), jnp.zeros((2, 1), jnp.int32))
     probe = {"histories": [history], "fatal": np.array([[False, True], [True, False]]),
-             "reward": np.array([[1.0, 0.0], [0.0, 0.0]]), "valid": np.array([True, True])}
-    out = _bench("model_foresight").foresight(Stub(), None, probe, discount=0.9)
+             "reward": np.array([[1.0, 0.0], [0.0, 0.0]]), "valid": np.array([True, True]),
+             # the real next frames: lit after both moves in state 0, dark after both in state 1
+             "next_frames": np.array([[1, 1], [0, 0]], bool).reshape(2, 2, 1, 1, 1)}
+    fs = _bench("model_foresight")
+    out = fs.foresight(Stub(decoder=False), None, probe, discount=0.9)
     # state 0: safe move 1 (1.0) above fatal move 2 (0.45): right; state 1: safe move 2 below fatal move 1: wrong
     assert out["p_safe_above_fatal"] == 0.5 and out["states_with_safe_and_fatal"] == 2
     assert out["reward_on_rewarded"] == 1.0 and out["reward_on_others"] == round(1 / 3, 4)
     assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
+    assert "decoded_cells_wrong_fatal" not in out
+    # Decoded: state 0 move 2 (fatal) dark against lit, state 1 move 1 (fatal) lit against dark; safe moves right.
+    out = fs.foresight(Stub(decoder=True), None, probe, discount=0.9)
+    assert out["decoded_cells_wrong_fatal"] == 1.0 and out["decoded_cells_wrong_safe"] == 0.0
 
 
 def test_freeway_setback_golden():

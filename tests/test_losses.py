@@ -1,12 +1,14 @@
 """Loss and update step: golden pieces, weights, masks, target network, overfitting."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from moozi.config import LearnerConfig, ModelConfig
-from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, scale_gradient
+from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, scale_gradient, squared_error
 from moozi.model.networks import build_model
 from moozi.types import Batch, Targets
 from moozi.update import init_train_state, learning_rate_schedule, make_update_fn
@@ -113,6 +115,56 @@ def test_zero_consistency_coef_drops_the_term_and_keeps_gradients_finite(mlp):
     grads, aux = jax.jit(lambda p, b: jax.grad(loss_fn, has_aux=True)(p, model, b, cfg))(zeroed, _batch(shape))
     assert float(aux["metrics"]["loss/consistency"]) == 0.0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
+
+
+def test_squared_error_golden():
+    decoded = jnp.array([[[1.0, 0.0], [0.5, 2.0]], [[0.0, 0.0], [0.0, 0.0]]])
+    observation = jnp.array([[[1.0, 1.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 3.0]]])
+    # sample 0: 0 + 1 + 0.25 + 4; sample 1: 9 (summed, not averaged)
+    np.testing.assert_allclose(squared_error(decoded, observation), [5.25, 9.0])
+
+
+@pytest.mark.parametrize("kind", ["mlp", "resnet"])
+def test_reconstruction_term_decodes_t_and_the_first_dynamics_step(kind):
+    cfg, shape = MODELS[kind]
+    model = build_model(dataclasses.replace(cfg, decoder=True), shape, A)
+    params = model.init(jax.random.key(1))
+    batch = _batch(shape)
+    mask = np.array([1, 1, 1, 0, 1, 1, 1, 1], np.float32)  # sample 3 ends its episode at t
+    batch = batch.replace(targets=batch.targets.replace(consistency_mask=mask))
+    coef = 0.5
+    _, aux = loss_fn(params, model, batch, LearnerConfig(reconstruction_coef=coef))
+    t = batch.targets
+    h0 = model.initial_inference(params, t.observation).hidden
+    h1 = model.recurrent_inference(params, h0, t.actions[:, 0]).hidden
+    assert model.decode(params, h0).shape == (B, *shape)
+    expected = squared_error(model.decode(params, h0), t.observation) + mask * squared_error(
+        model.decode(params, h1), t.next_observation)
+    assert float(aux["metrics"]["loss/reconstruction"]) == pytest.approx(coef * float(jnp.mean(expected)), rel=1e-5)
+    # Off by default: no metric, the same loss as a model without a decoder.
+    _, off = loss_fn(params, model, batch, LearnerConfig())
+    assert "loss/reconstruction" not in off["metrics"]
+    # The term trains the dynamics (the point of it), not only the representation.
+    grads = jax.grad(lambda p: loss_fn(p, model, batch, LearnerConfig(reconstruction_coef=coef, consistency_coef=0.0,
+                                                                       value_coef=0.0))[0])(params)
+    dyn = [g for path, g in jax.tree_util.tree_leaves_with_path(grads) if "dyn" in jax.tree_util.keystr(path)]
+    assert dyn and any(float(jnp.abs(g).max()) > 0 for g in dyn)
+
+
+def test_decoder_is_switched_on_by_the_reconstruction_coef():
+    from moozi.config import Config
+
+    assert Config(learner=LearnerConfig(reconstruction_coef=1.0)).model.decoder
+    assert not Config().model.decoder
+    cfg, shape = MODELS["mlp"]
+    model = build_model(cfg, shape, A)
+    with pytest.raises(ValueError, match="model.decoder"):
+        model.decode(model.init(jax.random.key(0)), jnp.zeros((1, cfg.mlp_embedding)))
+    with pytest.raises(ValueError, match="reconstruction_coef"):
+        LearnerConfig(reconstruction_coef=-1.0)
+    with pytest.raises(ValueError, match="reconstruction_coef = 1.0 with model.dynamics = simulator"):
+        Config(learner=LearnerConfig(reconstruction_coef=1.0), model=ModelConfig(dynamics="simulator"),
+               env=dataclasses.replace(Config().env, name="gymnax:CartPole-v1"))
 
 
 def test_target_network_refreshes_every_period(mlp):

@@ -4,6 +4,7 @@ L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + c^v [CE(Phi(G_t), v^0) + 1/K sum_k CE(Phi(G_{t+k}), v^k)]
   + sum_k CE(Phi(r_{t+k}), r^k)
   + c^s cosine_distance(rho(x_t^1), sg(x_{t+1}^0))
+  + c^d [||d(x_t^0) - o_t||^2 + ||d(x_t^1) - o_{t+1}||^2]   (optional, not the thesis's)
   + c^{L2} ||theta||^2,
 each sample's terms scaled by its importance weight. The gradient entering each
 dynamics step is halved (MuZero). The unroll is a Python loop over the static
@@ -49,6 +50,16 @@ def cosine_distance(a, b):
         return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), 1e-16))
 
     return 1.0 - jnp.sum(unit(a) * unit(b), axis=-1)
+
+
+def squared_error(decoded, observation):
+    """``[B, ...]`` x ``[B, ...]`` -> ``[B]`` squared error summed over each sample's elements.
+
+    Summed, not averaged: one moved object (a chicken in a 10x10 plane) costs the same whatever
+    the observation's size.
+    """
+    diff = (decoded - observation).reshape(decoded.shape[0], -1)
+    return jnp.sum(diff * diff, axis=-1)
 
 
 def l2_norm_squared(params):
@@ -115,6 +126,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     first_value = out.value
     hidden = out.hidden
     consistency = jnp.zeros(t.value.shape[:1])
+    reconstruct = config.reconstruction_coef > 0 and k_steps > 0
+    reconstruction = squared_error(model.decode(params, hidden), t.observation) if reconstruct else consistency
     for k in range(k_steps):
         hidden = scale_gradient(hidden, 0.5)
         step = model.recurrent_inference(params, hidden, t.actions[:, k])
@@ -126,6 +139,9 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
             online = model.projection(params, hidden)
             target = jax.lax.stop_gradient(model.represent(params, t.next_observation))
             consistency = cosine_distance(online, target.reshape(target.shape[0], -1)) * t.consistency_mask
+        if k == 0 and reconstruct:
+            reconstruction = reconstruction + squared_error(
+                model.decode(params, hidden), t.next_observation) * t.consistency_mask
 
     policy_logits = jnp.stack(policy_logits, axis=1)
     value_logits = jnp.stack(value_logits, axis=1)
@@ -137,9 +153,10 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     p, v, r = _combine(ce_p, ce_v, ce_r, t.value_mask, config)
     fp, fv, fr = _combine(entropy(t.policy), entropy(value_probs), entropy(reward_probs), t.value_mask, config)
     c = config.consistency_coef * consistency
+    d = config.reconstruction_coef * reconstruction
     w = batch.weights
     l2 = l2_norm_squared(params)
-    data_loss = jnp.mean(w * (p + v + r + c))
+    data_loss = jnp.mean(w * (p + v + r + c + d))
     loss = data_loss + config.l2_coef * l2
     metrics = {
         "loss/total": loss,
@@ -155,6 +172,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         / jnp.maximum(jnp.sum(t.value_mask), 1.0),
         "targets/reward_outside_support": jnp.mean(outside_support(t.reward, support, transform)),
     }
+    if reconstruct:
+        metrics["loss/reconstruction"] = jnp.mean(w * d)
     # Each term at each unroll step k (cross-entropies before the coefficients): where the model is wrong.
     for k in range(k_steps + 1):
         metrics[f"loss_step/policy_k{k}"] = jnp.mean(w * ce_p[:, k])

@@ -38,6 +38,8 @@ class ModelConfig:
       is learnt; :mod:`moozi.model.perspective`). Only for games that declare
       their piece planes (``EnvSpec.player_planes``: OpenSpiel tic-tac-toe and
       connect four; pgx boards are mover-relative already).
+    decoder: add a decoder from hidden states back to stacked observations,
+      trained by ``learner.reconstruction_coef`` (which turns it on).
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -54,6 +56,7 @@ class ModelConfig:
     normalize_hidden: bool = True
     dynamics: Literal["learned", "simulator"] = "learned"
     mover_relative: bool = False
+    decoder: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -68,7 +71,7 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative"):
+        for name in ("normalize_hidden", "mover_relative", "decoder"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
 
@@ -158,6 +161,12 @@ class LearnerConfig:
     """Loss coefficients and optimiser (docs/architecture.md §6).
 
     value_coef: c^v; consistency_coef: c^s; l2_coef: c^{L2}.
+    reconstruction_coef: 0 (off) or the weight of an auxiliary loss (not the
+      thesis's): the squared error, summed over the observation's elements,
+      of the decoded initial hidden state against the stacked observation at
+      t and of the decoded first dynamics step against the one at t + 1. It
+      makes the dynamics predict the next frame, not only what the value
+      and reward need. Turns on ``model.decoder``.
     learning_rate: Adam step size (peak, if a schedule is used).
     lr_schedule: ``"constant"``, ``"cosine"`` (warmup then cosine decay to 0 at
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
@@ -191,6 +200,7 @@ class LearnerConfig:
 
     value_coef: float = 0.25
     consistency_coef: float = 2.0
+    reconstruction_coef: float = 0.0
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
@@ -208,7 +218,7 @@ class LearnerConfig:
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "consistency_coef", "l2_coef"):
+        for name in ("value_coef", "consistency_coef", "reconstruction_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))

@@ -107,10 +107,17 @@ class Config:
     grading: GradingConfig = dataclasses.field(default_factory=GradingConfig)
 
     def __post_init__(self):
+        if self.learner.reconstruction_coef > 0 and not self.model.decoder:
+            # One switch: the loss needs the decoder's params.
+            object.__setattr__(self, "model", dataclasses.replace(self.model, decoder=True))
         if self.model.dynamics == "simulator":
             # AlphaZero mode: nothing is unrolled, so one switch (model.dynamics) is all a preset needs.
             if self.targets.unroll_steps:
                 object.__setattr__(self, "targets", dataclasses.replace(self.targets, unroll_steps=0))
+            if self.learner.reconstruction_coef > 0:
+                raise ConfigError(f"learner.reconstruction_coef = {self.learner.reconstruction_coef} with model.dynamics "
+                                  "= simulator: the loss trains the learned dynamics, which AlphaZero mode does not "
+                                  "have; allowed: learner.reconstruction_coef = 0")
             if self.reanalyze.fraction > 0:
                 raise ConfigError(f"reanalyze.fraction = {self.reanalyze.fraction} with model.dynamics = simulator: "
                                   "reanalyze replays stored frames, and the simulator needs the game states, which "

@@ -1,4 +1,4 @@
-"""The learned model: representation h, dynamics g, prediction f, projection rho.
+"""The learned model: representation h, dynamics g, prediction f, projection rho (and decoder d).
 
 Two families share one interface (:class:`Model`):
 
@@ -6,6 +6,10 @@ Two families share one interface (:class:`Model`):
   ``channels`` + residual blocks for h; action planes + 1x1 conv + residual
   blocks + a reward head for g; one block + dense heads for f; one block for rho.
 * ``mlp`` (vector observations, tiny tests): dense trunks with the same roles.
+
+With ``model.decoder`` a decoder d maps a hidden state back to the stacked observation it stands
+for (an auxiliary loss, ``learner.reconstruction_coef``): it makes the dynamics carry what the
+value alone does not reward it for (e.g. a car sending Freeway's chicken back). Search never uses it.
 
 LayerNorm replaces BatchNorm so the model is a pure function of its parameters
 (no running statistics to thread through acting, search and training).
@@ -15,6 +19,7 @@ predicts 0 and a uniform policy, which keeps early search and targets calm.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import flax.linen as nn
@@ -82,6 +87,7 @@ class _MLP(nn.Module):
 class _ResNetModel(nn.Module):
     cfg: ModelConfig
     num_actions: int
+    observation_size: int  # channels of the stacked observation (the decoder's output)
 
     def setup(self):
         c = self.cfg
@@ -97,9 +103,15 @@ class _ResNetModel(nn.Module):
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
         self.proj_blocks = [_ResBlock(c.channels) for _ in range(c.proj_blocks)]
+        if c.decoder:
+            self.decoder_block = _ResBlock(c.channels)
+            self.decoder_out = nn.Conv(self.observation_size, (1, 1))
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
+
+    def decode(self, hidden):
+        return self.decoder_out(self.decoder_block(hidden))
 
     def represent(self, obs):
         x = nn.relu(self.repr_norm(self.repr_in(obs)))
@@ -134,12 +146,15 @@ class _ResNetModel(nn.Module):
         hidden = self.represent(obs)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
+        if self.cfg.decoder:
+            self.decode(nxt)
         return self.project(nxt)
 
 
 class _MLPModel(nn.Module):
     cfg: ModelConfig
     num_actions: int
+    observation_size: int  # elements of the flattened observation (the decoder's output)
 
     def setup(self):
         c = self.cfg
@@ -151,6 +166,8 @@ class _MLPModel(nn.Module):
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
         self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding)
+        if c.decoder:
+            self.decoder_net = _MLP(c.mlp_hidden[:1], self.observation_size)
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
@@ -170,10 +187,15 @@ class _MLPModel(nn.Module):
     def project(self, hidden):
         return self.proj_net(hidden)
 
+    def decode(self, hidden):
+        return self.decoder_net(hidden)
+
     def __call__(self, obs, action):
         hidden = self.represent(obs)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
+        if self.cfg.decoder:
+            self.decode(nxt)
         return self.project(nxt)
 
 
@@ -207,8 +229,9 @@ class Model:
 
     @property
     def module(self) -> nn.Module:
-        cls = _ResNetModel if self.config.kind == "resnet" else _MLPModel
-        return cls(self.config, self.num_actions)
+        if self.config.kind == "resnet":
+            return _ResNetModel(self.config, self.num_actions, self.observation_shape[-1])
+        return _MLPModel(self.config, self.num_actions, math.prod(self.observation_shape))
 
     def init(self, rng) -> dict:
         """Fresh parameters (a pytree)."""
@@ -297,6 +320,14 @@ class Model:
     def projection(self, params, hidden):
         """rho: hidden ``[B, ...]`` -> ``[B, D]`` flat projection (D = hidden size)."""
         return self.module.apply(params, hidden, method="project")
+
+    def decode(self, params, hidden):
+        """d (``model.decoder`` only): hidden ``[B, ...]`` -> ``[B, *observation_shape]``, the stacked
+        observation the hidden state stands for."""
+        if not self.config.decoder:
+            raise ValueError("the model has no decoder: set model.decoder = true (learner.reconstruction_coef > 0 does)")
+        out = self.module.apply(params, hidden, method="decode")
+        return out.reshape(out.shape[0], *self.observation_shape)
 
 
 def build_model(config: ModelConfig, observation_shape, num_actions: int,
