@@ -127,7 +127,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     hidden = out.hidden
     consistency = jnp.zeros(t.value.shape[:1])
     reconstruct = config.reconstruction_coef > 0 and k_steps > 0
-    reconstruction = squared_error(model.decode(params, hidden), t.observation) if reconstruct else consistency
+    reconstruction = (squared_error(model.decode(params, hidden), t.observation) if reconstruct
+                      else jnp.zeros(t.value.shape[:1]))
     for k in range(k_steps):
         hidden = scale_gradient(hidden, 0.5)
         step = model.recurrent_inference(params, hidden, t.actions[:, k])
