@@ -121,10 +121,12 @@ def test_continue_starts_then_goes_on_and_refuses_another_config(tmp_path, capsy
     argv = ["train", "--preset", "cartpole", "--run-dir", str(run), "--continue", *TINY]
     assert main(argv) == 0  # nothing there yet: it starts
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert main(argv) == 0  # the same command again: it resumes (the budget is already spent)
+    assert main(argv) == 0  # the same command again: the budget is spent, so it says so and trains nothing
     out, err = capsys.readouterr()
-    assert f"{run} has reached its budget of 64 env steps" in err
-    assert json.loads(out.strip().splitlines()[-1])["env_steps"] == first["env_steps"]
+    assert f"{run} has reached its budget of 64 env steps; nothing to train" in err
+    again = json.loads(out.strip().splitlines()[-1])
+    assert {k: again[k] for k in first} == first  # the summary line of the run's end, read from its checkpoint
+    assert len((run / "commands.txt").read_text().splitlines()) == 1  # nothing ran, nothing recorded
     assert main(argv + ["schedule.batch_size=16"]) == 2
     assert "schedule.batch_size: 8 there, 16 now" in capsys.readouterr().err
     assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 2  # without --continue

@@ -193,6 +193,9 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(two_checkpoints, t
     run = tmp_path / "run"
     shutil.copytree(two_checkpoints, run)
     before = [c.path.name for c in list_checkpoints(run / "checkpoints")]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["schedule"]["max_env_steps"] = 160  # more to train, so the resume runs and checkpoints
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
 
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

@@ -85,6 +85,11 @@ def _train(args: argparse.Namespace) -> int:
             return 2
         if resume:
             _check_same_run(config, run_dir)
+    if resume and (spent := _spent_budget(run_dir, config.schedule.max_env_steps)) is not None:
+        print(f"moozi: {_where_it_stands(run_dir, spent, config.schedule.max_env_steps, None)}; nothing to train",
+              file=sys.stderr, flush=True)
+        print(json.dumps(spent), flush=True)
+        return 0
     progress = _Progress(f"moozi train {config.env.name} -> {run_dir}", args.minutes, started)
     _log_console(progress.console)
     trainer = None
@@ -137,6 +142,27 @@ def _check_same_run(config, run_dir) -> None:
         shown = ", ".join(f"{k}: {saved.get(k)!r} there, {now.get(k)!r} now" for k in differ[:5])
         raise ConfigError(f"--continue {run_dir}: the run was started with another config ({shown}"
                           f"{', ...' if len(differ) > 5 else ''}); give the same preset and overrides, or --resume it")
+
+
+def _spent_budget(run_dir, budget: int | None) -> dict | None:
+    """The run's summary line when its newest good checkpoint has spent ``budget`` env steps, else None: the same
+    command once more after the end says so at once, without building the trainer, loading the replay buffer
+    or adding to commands.txt (nothing is trained)."""
+    from pathlib import Path
+
+    from moozi.checkpoint import CheckpointError, find_latest
+
+    if not budget:
+        return None
+    try:  # rejected=[]: quiet here; a corrupt checkpoint is the trainer's resume to report and set aside
+        _, record = find_latest(Path(run_dir) / "checkpoints", rejected=[])
+    except CheckpointError:
+        return None
+    meta = record.get("metadata") or {}
+    counters = dict(meta.get("counters") or {})
+    if counters.get("env_steps", 0) < budget:
+        return None
+    return {"run_dir": str(run_dir), **counters, **(meta.get("last_test") or {})}
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:
