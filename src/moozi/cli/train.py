@@ -154,15 +154,14 @@ def _spent_budget(run_dir, budget: int | None) -> dict | None:
 
     if not budget:
         return None
-    try:  # rejected=[]: quiet here; a corrupt checkpoint is the trainer's resume to report and set aside
-        _, record = find_latest(Path(run_dir) / "checkpoints", rejected=[])
+    try:  # the checkpoint the trainer's resume would take; rejected=[]: a corrupt one is its to report, not ours
+        _, record = find_latest(Path(run_dir) / "checkpoints", parts=["learner"], rejected=[])
     except CheckpointError:
         return None
-    meta = record.get("metadata") or {}
-    counters = dict(meta.get("counters") or {})
-    if counters.get("env_steps", 0) < budget:
+    meta = record["metadata"]  # the trainer's: counters and last_test (driver/trainer.py)
+    if meta["counters"]["env_steps"] < budget:
         return None
-    return {"run_dir": str(run_dir), **counters, **(meta.get("last_test") or {})}
+    return {"run_dir": str(run_dir), **meta["counters"], **meta["last_test"]}
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:
