@@ -187,13 +187,15 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     from moozi.presets import load_preset
     from tests.test_train_smoke import TINY
 
-    overrides = TINY + ["schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.03",
+    # Bounded by env steps, not wall clock (a slow CPU once spent 0.4 minutes on one epoch): episodes of 12 steps
+    # end in epoch 3 of 5, so updates follow; a checkpoint (and a grade) after nearly every epoch.
+    overrides = TINY + ["schedule.max_env_steps=80", "output.checkpoint_every_minutes=0.0001",
                         "grading.every_checkpoints=1", "grading.per_category=2", "grading.keep_best=true",
                         "grading.max_share=0.9", "acting.play_best=true"]
     config = config_from_dict(apply_overrides(load_preset("connect4"), overrides))
     trainer = Trainer(config, tmp_path / "c4")
     try:
-        trainer.run(minutes=0.4)
+        trainer.run()
         graded = [r for r in read_metrics(tmp_path / "c4") if "grade/all" in r]
         assert graded and all(0.0 <= r["grade/all"] <= 1.0 and "env_steps" in r and "wall_s" in r for r in graded)
         assert {"grade/begin", "grade/middle", "grade/end-easy", "grade/begin-hard"} <= set(graded[0])
