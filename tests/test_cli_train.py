@@ -162,8 +162,10 @@ def test_tournaments_during_training(ttt_run, tmp_path, capsys):
     if "openspiel" in ttt_run.name:
         pytest.skip("the driver's hook does not depend on the path; the pgx run covers it")
     run = tmp_path / "ttt"
-    argv = ["train", "--preset", "tictactoe", "--run-dir", str(run), "--minutes", "0.4", *TINY,
-            "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.05",
+    # Bounded by env steps, not wall clock (on a slow CPU compiling can fill a short time limit): four epochs, a
+    # checkpoint (a tournament and a gate) after nearly every one, updates once the first games have ended.
+    argv = ["train", "--preset", "tictactoe", "--run-dir", str(run), *TINY,
+            "schedule.max_env_steps=64", "output.checkpoint_every_minutes=0.0001",
             "tournament.every_checkpoints=1", "tournament.pairs=2", "tournament.anchors=[random, perfect]",
             "tournament.max_share=0.9", "gating.every_checkpoints=1", "gating.method=fixed", "gating.max_pairs=2",
             "gating.threshold=0.0", "gating.max_share=0.9"]

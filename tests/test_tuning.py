@@ -60,6 +60,7 @@ def test_a_two_trial_sweep_writes_runs_and_a_summary(tune_ready, tmp_path, capsy
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # CI: `moozi tune` in the two-trial sweep above; PBT's six chunks took 138 s of a 2-core CI run
 def test_population_based_training_exploits_and_explores(tune_ready, tmp_path):
     out = tmp_path / "pbt"
     # Six chunks of 6 s: PBT ranks only trials that have tested, and on a loaded machine a trial's first chunk
