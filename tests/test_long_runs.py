@@ -61,6 +61,27 @@ def test_eval_with_randomness(kept_run, capsys):
         assert bad[0].lstrip("-").replace("-", "_") in capsys.readouterr().err
 
 
+def test_eval_says_when_its_games_were_all_alike(monkeypatch, capsys):
+    """Greedy play of a deterministic game (gymnax Breakout: two games, by the ball's starting side) gives an
+    interval over a few repeated outcomes; `moozi eval` says so on stderr, and stays quiet otherwise."""
+    import moozi.eval.evaluate as evaluate_module
+    from moozi.eval.evaluate import few_outcomes_note
+
+    alike = {"games": 64, "distinct_returns": 2, "return_mean": 84.0}
+    assert "only 2 distinct returns in 64 games" in few_outcomes_note(alike)
+    assert "only 1 distinct return in 8 games" in few_outcomes_note({"games": 8, "distinct_returns": 1})
+    assert few_outcomes_note({"games": 64, "distinct_returns": 3}) is None
+    assert few_outcomes_note({"games": 4, "distinct_returns": 1}) is None  # too few games to say
+    assert few_outcomes_note({"games": 64, "wins": 64}) is None  # two-player results have no returns
+
+    monkeypatch.setattr(evaluate_module, "evaluate", lambda *a, **k: dict(alike))
+    capsys.readouterr()
+    assert main(["eval", "some-run", "--games", "64"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.strip().splitlines()[-1]) == alike  # stdout stays one JSON line
+    assert "--random-move-prob 0.01" in captured.err
+
+
 def test_sweep_writes_a_table_and_a_plot(kept_run, capsys):
     capsys.readouterr()
     first = kept_updates(kept_run)[0]

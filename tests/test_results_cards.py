@@ -93,3 +93,35 @@ def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true
     with pytest.raises(SystemExit, match="does not match"):
         card_archive.add_runs(card, [run], root=tmp_path)
     assert (tmp_path / record["archive"]).read_bytes() == b"broken"
+
+
+def test_card_run_entry_writes_a_long_runs_entry_from_its_folder(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import card_run_entry
+
+    run = tmp_path / "runs" / "si"
+    run.mkdir(parents=True)
+    rows = [{"step": 100, "wall_s": 60.0, "env_steps": 100, "updates": 4, "perf/env_steps_per_s": 1.0},
+            {"step": 100, "wall_s": 66.0, "test/return_mean": 12.345, "test/return_min": 3.0, "test/return_max": 20.0},
+            {"step": 250, "wall_s": 150.0, "env_steps": 250, "updates": 10, "perf/env_steps_per_s": 1.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3')  # a cut line
+    (run / "commands.txt").write_text("t0  moozi train A\n\nt1  moozi train A\n")
+    (run / "eval.json").write_text('{"games": 64, "return_mean": 84.0}')
+    card = tmp_path / "card"
+    card.mkdir()
+    old = {"run": "si", "overrides_why": "by hand", "status": "old"}
+    (card / "summary.json").write_text(json.dumps({"budget_env_steps": 1000, "runs": [{"run": "other"}, old]}))
+
+    entry = card_run_entry.write_entry(card, run, "sitting 2 done", {"code": "abc"}, {"eval_final": run / "eval.json"})
+    assert (entry["env_steps"], entry["updates"], entry["minutes"], entry["share_of_budget"]) == (250, 10, 2.5, 0.25)
+    assert entry["sittings"] == ["t0  moozi train A", "t1  moozi train A"]
+    assert entry[card_run_entry.TESTS_KEY] == [[100, 4, 1.1, 12.35, 3.0, 20.0]]  # updates from the training row
+    assert (entry["status"], entry["code"], entry["overrides_why"]) == ("sitting 2 done", "abc", "by hand")
+    assert entry["eval_final"]["return_mean"] == 84.0
+    summary = json.loads((card / "summary.json").read_text())
+    assert [r["run"] for r in summary["runs"]] == ["other", "si"] and summary["runs"][1] == entry
+
+    with pytest.raises(SystemExit, match="key=value"):
+        card_run_entry.main([str(card), str(run), "--status", "x", "--set", "novalue"])
+    with pytest.raises(SystemExit, match="no training records"):
+        card_run_entry.run_entry(tmp_path)

@@ -12,7 +12,7 @@ from moozi.cli.console import _log_console
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from moozi.eval.evaluate import evaluate
+    from moozi.eval.evaluate import evaluate, few_outcomes_note
 
     if args.games < 1:
         print("moozi eval: --games must be >= 1", file=sys.stderr)
@@ -22,6 +22,9 @@ def _eval(args: argparse.Namespace) -> int:
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
                       checkpoint=args.checkpoint, settings=settings)
     print(json.dumps(result))
+    note = few_outcomes_note(result)
+    if note:
+        print(f"moozi eval: {note}", file=sys.stderr)
     return 0
 
 
