@@ -78,13 +78,15 @@ def few_outcomes_note(result: dict) -> str | None:
 
     Greedy test play in a deterministic game repeats a handful of games (gymnax Breakout: two, by the
     ball's starting side), so ``return_low``/``return_high`` then describe those few outcomes, not the
-    spread of the agent's play. Said from 8 games up with at most 2 distinct returns."""
+    spread of the agent's play (games that all reach an episode cap look the same, hence "either").
+    Said from 8 games up with at most 2 distinct returns."""
     distinct, games = result.get("distinct_returns"), result.get("games", 0)
     if distinct is None or games < 8 or distinct > 2:
         return None
-    return (f"only {distinct} distinct return{'s' if distinct > 1 else ''} in {games} games: the game and the test "
-            "play are (almost) deterministic, so the interval describes these few outcomes, not the spread of "
-            "the agent's play; --random-move-prob 0.01 (or --temperature) plays a spread of games")
+    return (f"only {distinct} distinct return{'s' if distinct > 1 else ''} in {games} games: either the games "
+            "all reached one score (an episode cap), or the game and the test play are deterministic and the "
+            "games repeat, so the interval describes these few games, not the spread of the agent's play; "
+            "--random-move-prob 0.01 (or --temperature) plays a spread of games")
 
 
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
