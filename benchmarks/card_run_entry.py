@@ -41,7 +41,7 @@ def run_entry(run: Path, budget_env_steps: int | None = None) -> dict:
              "minutes": round(last["wall_s"] / 60, 1)}
     if budget_env_steps:
         entry["share_of_budget"] = round(last["env_steps"] / budget_env_steps, 3)
-    entry["sittings"] = [line.rstrip("\n") for line in commands.read_text().splitlines() if line.strip()] \
+    entry["sittings"] = [line for line in commands.read_text().splitlines() if line.strip()] \
         if commands.exists() else []
     entry[TESTS_KEY] = tests
     return entry
