@@ -1,8 +1,9 @@
 """``moozi sweep``: strength against the search budget over a run's checkpoints (the thesis's Fig. 5.3).
 
 Every checkpoint the run still holds (periodic, ``checkpoints/kept`` from ``output.keep_every_updates``, and
-``best``), or those asked for, plays ``episodes`` greedy test games at each simulation count (1: the prior
-alone, as Gumbel MuZero's planner then takes the prior's best move). A cell holds the mean return (one-player
+``best``), or those asked for, plays ``episodes`` test games at each simulation count (1: the prior alone, as
+Gumbel MuZero's planner then takes the prior's best move), with the run's test settings (greedy moves, and the
+random moves of ``testing.random_move_prob``) unless the options change them. A cell holds the mean return (one-player
 games) or the score against the opponent (two-player: win 1, draw 0.5) with a 95% interval. The table is
 written as JSON lines and Markdown, and, with matplotlib (the ``viz`` extra), as a plot against env steps.
 """
