@@ -13,6 +13,10 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
 * ``reward_on_rewarded`` / ``reward_on_others``: the mean predicted reward for moves the game rewards and
   for the rest (equal: blind to rewards);
 * ``value_sd``: the spread of the value over the states (about 0: one constant);
+* ``p_safe_above_fatal_real``: the same ranking by the real reward plus ``gamma v`` of the real next state
+  (the representation and value of the frame the game gives, no dynamics): where it is high and
+  ``p_safe_above_fatal`` is about 0.5, the dynamics fails the value; where both are about 0.5, the value
+  itself does not tell the states apart, and no dynamics can rank the moves;
 * with a decoder (``learner.reconstruction_coef``): ``decoded_cells_wrong_fatal`` / ``_safe``, the mean
   number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
   fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
@@ -53,9 +57,11 @@ SETBACKS = {"gymnax:Freeway-MinAtar": freeway_setback}
 def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed: int = 1) -> dict:
     """States of uniformly random play and, for each, every action's outcome in the real game.
 
-    Returns ``histories`` (a list of ``steps`` rolling histories ``[batch]``), ``fatal`` / ``reward``
-    ``[steps * batch, A]`` (the action ends the game, or is the game's setback in ``SETBACKS`` / its
-    reward) and ``valid [steps * batch]`` (the state is not an episode's last)."""
+    Returns ``histories`` (a list of ``steps`` rolling histories ``[batch]``), ``next_observations`` (a list
+    of ``steps`` arrays ``[batch, A, H, W, C]``, each action's real next observation, the env's dtype),
+    ``fatal`` / ``terminal`` / ``reward`` ``[steps * batch, A]`` (the action ends the game or is the game's
+    setback in ``SETBACKS`` / ends it / its reward) and ``valid [steps * batch]`` (the state is not an
+    episode's last)."""
     if getattr(env.spec, "num_players", 1) != 1:
         raise SystemExit(f"{env.spec.name}: the foresight probe is for single-player games")
     actions = env.spec.num_actions
@@ -67,11 +73,12 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
                    jnp.zeros(batch, jnp.int32), ts.is_first)
     rng = np.random.default_rng(seed)
     setback = SETBACKS.get(env.spec.name)
-    histories, fatal, reward, valid, nexts = [], [], [], [], []
+    histories, fatal, terminal, reward, valid, nexts = [], [], [], [], [], []
     for _ in range(steps):
         tried = [step(states, jnp.full(batch, a, jnp.int32))[1] for a in range(actions)]
-        nexts.append(np.stack([np.asarray(t.observation) > 0.5 for t in tried], 1))  # [batch, A, H, W, C]
+        nexts.append(np.stack([np.asarray(t.observation) for t in tried], 1))  # [batch, A, H, W, C]
         lost = [np.asarray(t.is_terminal) for t in tried]
+        terminal.append(np.stack(lost, -1))
         if setback is not None:
             lost = [d | setback(ts.observation, t.observation, t.reward) for d, t in zip(lost, tried)]
         fatal.append(np.stack(lost, -1))
@@ -81,18 +88,19 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
         played = jnp.asarray(rng.integers(0, actions, batch), jnp.int32)
         states, ts = step(states, played)
         history = push(history, ts.observation, played + 1, ts.is_first)
-    return {"histories": histories, "fatal": np.concatenate(fatal), "reward": np.concatenate(reward),
-            "valid": np.concatenate(valid), "next_frames": np.concatenate(nexts)}
+    return {"histories": histories, "next_observations": nexts, "fatal": np.concatenate(fatal),
+            "terminal": np.concatenate(terminal), "reward": np.concatenate(reward), "valid": np.concatenate(valid)}
 
 
 def make_look(model, actions: int, discount: float):
-    """The jitted reader ``(params, history) -> (value, reward [B, A], r + gamma v [B, A], decoded)``,
-    ``decoded`` the newest frame of each action's decoded next observation ``[B, A, H, W, C]`` (models with
-    a decoder; else 0); build it once and pass it to every :func:`foresight` call on the same model (a new
-    one would compile again)."""
+    """The jitted reader ``(params, history, next_observations [B, A, H, W, C]) -> (value, reward [B, A],
+    r + gamma v [B, A], decoded, real_value [B, A])``, ``decoded`` the newest frame of each action's decoded
+    next observation ``[B, A, H, W, C]`` (models with a decoder; else 0), ``real_value`` the value of each
+    action's real next history (the representation of the game's frame, no dynamics); build it once and pass
+    it to every :func:`foresight` call on the same model (a new one would compile again)."""
 
     @jax.jit
-    def look(p, history):
+    def look(p, history, next_observations):
         frames = history[0]  # [B, L, H, W, C]
         length, channels = frames.shape[1], frames.shape[-1]
         out = model.initial_inference(p, history_observation(history, model.num_actions))
@@ -104,35 +112,48 @@ def make_look(model, actions: int, discount: float):
             if model.config.decoder:  # stacked channels: frames oldest first, then actions
                 decoded.append(model.decode(p, nxt.hidden)[..., (length - 1) * channels:length * channels])
         decoded = jnp.stack(decoded, 1) if decoded else jnp.zeros(())
-        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded
+        batch = out.value.shape[0]
+        real = [model.initial_inference(p, history_observation(
+            history_push(history, next_observations[:, a], jnp.full(batch, a + 1, jnp.int32),
+                         jnp.zeros(batch, bool)), model.num_actions)).value for a in range(actions)]
+        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded, jnp.stack(real, -1)
 
     return look
+
+
+def safe_above_fatal(q, fatal) -> float | None:
+    """The share of (safe, fatal) move pairs of each state that ``q [N, A]`` ranks the right way, a tie
+    counting half; ``fatal [N, A]`` bools (states with both kinds of move). None without a pair."""
+    right = pairs = 0.0
+    for qi, fi in zip(q, fatal):
+        gap = qi[~fi][:, None] - qi[fi][None, :]
+        right += (gap > 0).sum() + 0.5 * (gap == 0).sum()
+        pairs += gap.size
+    return round(float(right / pairs), 3) if pairs else None
 
 
 def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
     """The model against the real game on ``probe`` (:func:`make_probe`); see the module docstring.
     ``look``: a reader from :func:`make_look` (default: a new one)."""
     look = look or make_look(model, probe["fatal"].shape[-1], discount)
-    looked = [look(params, h) for h in probe["histories"]]
+    looked = [look(params, h, n) for h, n in zip(probe["histories"], probe["next_observations"])]
     ok = probe["valid"]
-    value, reward, q = (np.concatenate([np.asarray(x[i]) for x in looked])[ok] for i in range(3))
+    value, reward, q, real = (np.concatenate([np.asarray(x[i]) for x in looked])[ok] for i in (0, 1, 2, 4))
     fatal, true_reward = probe["fatal"][ok], probe["reward"][ok]
+    q_real = true_reward + discount * np.where(probe["terminal"][ok], 0.0, real)
     mixed = fatal.any(-1) & ~fatal.all(-1)
-    right = pairs = 0.0
-    for qi, fi in zip(q[mixed], fatal[mixed]):
-        gap = qi[~fi][:, None] - qi[fi][None, :]
-        right += (gap > 0).sum() + 0.5 * (gap == 0).sum()
-        pairs += gap.size
     rewarded = true_reward != 0
     decoder = {}
     if model.config.decoder:
         decoded = np.concatenate([np.asarray(x[3]) > 0.5 for x in looked])[ok]
-        wrong = (decoded != probe["next_frames"][ok]).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
+        frames = np.concatenate(probe["next_observations"])[ok] > 0.5
+        wrong = (decoded != frames).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
         decoder = {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
                    "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
     return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **decoder,
             "states_with_safe_and_fatal": int(mixed.sum()),
-            "p_safe_above_fatal": round(right / pairs, 3) if pairs else None,
+            "p_safe_above_fatal": safe_above_fatal(q[mixed], fatal[mixed]),
+            "p_safe_above_fatal_real": safe_above_fatal(q_real[mixed], fatal[mixed]),
             "rewarded_moves": int(rewarded.sum()),
             "reward_on_rewarded": round(float(reward[rewarded].mean()), 4) if rewarded.any() else None,
             "reward_on_others": round(float(reward[~rewarded].mean()), 4)}

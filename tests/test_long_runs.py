@@ -169,7 +169,8 @@ def test_where_a_long_run_stands():
 def test_model_foresight_golden():
     """benchmarks/model_foresight.py's measures on a stub model with hand-computed answers: two states, two
     moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45), and its decoder
-    draws a one-cell frame lit after move 1 and dark after move 2."""
+    draws a one-cell frame lit after move 1 and dark after move 2; its value of a real frame is 2 when the
+    frame is lit, 0 when dark (the real ranking: reward + 0.9 v, and 0 after a move that ends the game)."""
     from types import SimpleNamespace
 
     import jax.numpy as jnp
@@ -183,8 +184,8 @@ def test_model_foresight_golden():
         def __init__(self, decoder):
             self.config = SimpleNamespace(decoder=decoder)
 
-        def initial_inference(self, params, obs):
-            return SimpleNamespace(value=jnp.zeros(obs.shape[0]), hidden=obs)
+        def initial_inference(self, params, obs):  # obs [B, 1, 1, 4]: channel 0 is the newest frame
+            return SimpleNamespace(value=2.0 * obs[:, 0, 0, 0], hidden=obs)
 
         def recurrent_inference(self, params, hidden, action):
             lit = jnp.broadcast_to((action == 1)[:, None, None, None] * 1.0, hidden.shape)
@@ -195,19 +196,26 @@ def test_model_foresight_golden():
 
     history = (jnp.zeros((2, 1, 1, 1, 1)), jnp.zeros((2, 1), jnp.int32))
     probe = {"histories": [history], "fatal": np.array([[False, True], [True, False]]),
+             "terminal": np.array([[False, True], [False, False]]),
              "reward": np.array([[1.0, 0.0], [0.0, 0.0]]), "valid": np.array([True, True]),
-             # the real next frames: lit after both moves in state 0, dark after both in state 1
-             "next_frames": np.array([[1, 1], [0, 0]], bool).reshape(2, 2, 1, 1, 1)}
+             # the real next frames: state 0 dark after move 1, lit after move 2 (which ends the game);
+             # state 1 lit after both
+             "next_observations": [np.array([[0, 1], [1, 1]], np.uint8).reshape(2, 2, 1, 1, 1)]}
     fs = _bench("model_foresight")
     out = fs.foresight(Stub(decoder=False), None, probe, discount=0.9)
     # state 0: safe move 1 (1.0) above fatal move 2 (0.45): right; state 1: safe move 2 below fatal move 1: wrong
     assert out["p_safe_above_fatal"] == 0.5 and out["states_with_safe_and_fatal"] == 2
+    # Real: state 0, safe move 1 (1 + 0.9 * 0 = 1) above fatal move 2 (lit, but the game ended: 0): right, and
+    # wrong (1.8 above 1) were the end ignored; state 1, both lit with no reward (1.8 each): a tie, half.
+    assert out["p_safe_above_fatal_real"] == 0.75
     assert out["reward_on_rewarded"] == 1.0 and out["reward_on_others"] == round(1 / 3, 4)
     assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
     assert "decoded_cells_wrong_fatal" not in out
-    # Decoded: state 0 move 2 (fatal) dark against lit, state 1 move 1 (fatal) lit against dark; safe moves right.
+    # Decoded (lit after move 1, dark after move 2): fatal moves, state 0 move 2 dark against lit (wrong) and
+    # state 1 move 1 lit against lit (right); safe moves, state 0 move 1 lit against dark and state 1 move 2
+    # dark against lit (both wrong).
     out = fs.foresight(Stub(decoder=True), None, probe, discount=0.9)
-    assert out["decoded_cells_wrong_fatal"] == 1.0 and out["decoded_cells_wrong_safe"] == 0.0
+    assert out["decoded_cells_wrong_fatal"] == 0.5 and out["decoded_cells_wrong_safe"] == 1.0
 
 
 def test_freeway_setback_golden():
@@ -235,6 +243,6 @@ def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
     read = _bench("model_foresight").read_run(str(kept_run), steps=3)
     assert read["states"] > 0 and read["updates"] >= 1 and read["value_sd"] >= 0
     fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=[], beta=0.0, foresight=True)
-    assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "value_sd"}
+    assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "p_safe_above_fatal_real", "value_sd"}
     # beta 0: every importance weight is 1, so a batch is worth all of its samples
     assert fitted["effective_batch"]["median"] == fitted["batch_size"]
