@@ -17,6 +17,11 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
   (the representation and value of the frame the game gives, no dynamics): where it is high and
   ``p_safe_above_fatal`` is about 0.5, the dynamics fails the value; where both are about 0.5, the value
   itself does not tell the states apart, and no dynamics can rank the moves;
+* ``q_gap`` / ``q_gap_real``: over the same states, the mean of (safe moves' mean q minus fatal moves'),
+  through the dynamics and by the real next frame: how much the model marks the setback, in value units;
+* ``action_corr``: over all states, the correlation between the dynamics' and the real ranking's q once
+  each state's mean is taken out (what each move adds): high with a ``p_safe_above_fatal`` of 0.5 means
+  the dynamics learnt what a move does in general (climbing pays) but not where it is fatal;
 * with a decoder (``learner.reconstruction_coef``): ``decoded_cells_wrong_fatal`` / ``_safe``, the mean
   number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
   fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
@@ -132,6 +137,24 @@ def safe_above_fatal(q, fatal) -> float | None:
     return round(float(right / pairs), 3) if pairs else None
 
 
+def safe_minus_fatal(q, fatal) -> float | None:
+    """The mean over states of (safe moves' mean ``q`` minus fatal moves'), ``q [N, A]``, ``fatal [N, A]``
+    bools (states with both kinds of move). None without a state."""
+    if not len(q):
+        return None
+    gaps = [qi[~fi].mean() - qi[fi].mean() for qi, fi in zip(q, fatal)]
+    return round(float(np.mean(gaps)), 4)
+
+
+def centered_correlation(q, q_real) -> float | None:
+    """The correlation of ``q`` and ``q_real`` ``[N, A]`` with each state's mean taken out of both (what
+    each move adds to its state). None where either does not vary."""
+    a = (q - q.mean(-1, keepdims=True)).ravel()
+    b = (q_real - q_real.mean(-1, keepdims=True)).ravel()
+    norm = np.sqrt((a * a).sum() * (b * b).sum())
+    return round(float((a * b).sum() / norm), 3) if norm > 0 else None
+
+
 def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
     """The model against the real game on ``probe`` (:func:`make_probe`); see the module docstring.
     ``look``: a reader from :func:`make_look` (default: a new one)."""
@@ -154,6 +177,9 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
             "states_with_safe_and_fatal": int(mixed.sum()),
             "p_safe_above_fatal": safe_above_fatal(q[mixed], fatal[mixed]),
             "p_safe_above_fatal_real": safe_above_fatal(q_real[mixed], fatal[mixed]),
+            "q_gap": safe_minus_fatal(q[mixed], fatal[mixed]),
+            "q_gap_real": safe_minus_fatal(q_real[mixed], fatal[mixed]),
+            "action_corr": centered_correlation(q, q_real),
             "rewarded_moves": int(rewarded.sum()),
             "reward_on_rewarded": round(float(reward[rewarded].mean()), 4) if rewarded.any() else None,
             "reward_on_others": round(float(reward[~rewarded].mean()), 4)}

@@ -208,6 +208,10 @@ def test_model_foresight_golden():
     # Real: state 0, safe move 1 (1 + 0.9 * 0 = 1) above fatal move 2 (lit, but the game ended: 0): right, and
     # wrong (1.8 above 1) were the end ignored; state 1, both lit with no reward (1.8 each): a tie, half.
     assert out["p_safe_above_fatal_real"] == 0.75
+    # Safe minus fatal q: through the dynamics state 0 1.0 - 0.45, state 1 0.45 - 1.0 (mean 0); real 1 - 0 and
+    # 1.8 - 1.8 (mean 0.5). What each move adds (state means out): dynamics (0.275, -0.275) in both states,
+    # real (0.5, -0.5) and (0, 0): correlation 0.275 / (0.55 * sqrt(0.5)) = 1 / sqrt(2).
+    assert out["q_gap"] == 0.0 and out["q_gap_real"] == 0.5 and out["action_corr"] == 0.707
     assert out["reward_on_rewarded"] == 1.0 and out["reward_on_others"] == round(1 / 3, 4)
     assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
     assert "decoded_cells_wrong_fatal" not in out

@@ -151,6 +151,38 @@ def test_reconstruction_term_decodes_t_and_the_first_dynamics_step(kind):
     assert dyn and any(float(jnp.abs(g).max()) > 0 for g in dyn)
 
 
+@pytest.mark.parametrize("kind", ["mlp", "resnet"])
+def test_value_consistency_term_fits_the_first_step_value_to_the_real_next_frame(kind):
+    cfg, shape = MODELS[kind]
+    model = build_model(cfg, shape, A)
+    params = model.init(jax.random.key(2))
+    batch = _batch(shape)
+    mask = np.array([1, 1, 0, 1, 1, 1, 1, 1], np.float32)  # sample 2 ends its episode at t: no next frame
+    batch = batch.replace(targets=batch.targets.replace(consistency_mask=mask))
+    coef = 3.0
+    only = LearnerConfig(value_consistency_coef=coef, consistency_coef=0.0, value_coef=0.0)
+    t = batch.targets
+
+    def expected(p):
+        h1 = model.recurrent_inference(p, model.initial_inference(p, t.observation).hidden, t.actions[:, 0])
+        real = jax.nn.softmax(jax.lax.stop_gradient(model.initial_inference(p, t.next_observation).value_logits))
+        return coef * jnp.mean(mask * cross_entropy(real, h1.value_logits))
+
+    _, aux = loss_fn(params, model, batch, only)
+    assert float(aux["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
+    _, off = loss_fn(params, model, batch, LearnerConfig())
+    assert "loss/value_consistency" not in off["metrics"]
+    # The real frame's value is the target, not a second prediction: the gradient is the stop-gradient one's
+    # (the policy and reward terms are in both losses, so compare against them added back).
+    rest = LearnerConfig(consistency_coef=0.0, value_coef=0.0)
+    grads = jax.grad(lambda p: loss_fn(p, model, batch, only)[0])(params)
+    manual = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0] + expected(p))(params)
+    for g, m in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(manual)):
+        np.testing.assert_allclose(g, m, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="value_consistency_coef"):
+        LearnerConfig(value_consistency_coef=-1.0)
+
+
 def test_decoder_is_switched_on_by_the_reconstruction_coef():
     from moozi.config import Config
 

@@ -104,3 +104,23 @@ def test_normalize_hidden_gradient_golden():
     np.testing.assert_allclose(grad, [[-4 / 9, 6 / 9, -2 / 9]], atol=1e-6)
     # A constant hidden state (hi == lo) keeps a finite gradient.
     assert np.all(np.isfinite(jax.grad(lambda h: jnp.sum(w * normalize_hidden(h)))(jnp.ones((1, 3)))))
+
+
+@pytest.mark.parametrize("global_pool", [False, True])
+def test_global_pool_lets_one_block_see_the_far_corner(global_pool):
+    from moozi.model.networks import _ResBlock
+
+    block = _ResBlock(4, global_pool)
+    x = jnp.zeros((1, 9, 9, 4))
+    params = block.init(jax.random.key(0), x)
+    far = x.at[0, 0, 0, :].set(1.0)  # a change at one corner; a block's two 3x3 convs reach 2 cells
+    corner = lambda inp: block.apply(params, inp)[0, 8, 8]  # noqa: E731
+    moved = float(jnp.abs(corner(far) - corner(x)).max())
+    assert (moved > 1e-4) == global_pool
+    has_dense = any("Dense" in jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params))
+    assert has_dense == global_pool  # off: the same params as before the option (old checkpoints load)
+
+
+def test_global_pool_is_validated():
+    with pytest.raises(ValueError, match="global_pool"):
+        ModelConfig(global_pool="yes")

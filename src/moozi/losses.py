@@ -5,6 +5,7 @@ L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + sum_k CE(Phi(r_{t+k}), r^k)
   + c^s cosine_distance(rho(x_t^1), sg(x_{t+1}^0))
   + c^d [||d(x_t^0) - o_t||^2 + ||d(x_t^1) - o_{t+1}||^2]   (optional, not the thesis's)
+  + c^q CE(sg(softmax f_v(x_{t+1}^0)), v^1)   (optional, not the thesis's)
   + c^{L2} ||theta||^2,
 each sample's terms scaled by its importance weight. The gradient entering each
 dynamics step is halved (MuZero). The unroll is a Python loop over the static
@@ -127,6 +128,7 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     hidden = out.hidden
     consistency = jnp.zeros(t.value.shape[:1])
     reconstruct = config.reconstruction_coef > 0 and k_steps > 0
+    value_consistency = jnp.zeros(t.value.shape[:1])
     reconstruction = (squared_error(model.decode(params, hidden), t.observation) if reconstruct
                       else jnp.zeros(t.value.shape[:1]))
     for k in range(k_steps):
@@ -140,6 +142,11 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
             online = model.projection(params, hidden)
             target = jax.lax.stop_gradient(model.represent(params, t.next_observation))
             consistency = cosine_distance(online, target.reshape(target.shape[0], -1)) * t.consistency_mask
+        if k == 0 and config.value_consistency_coef > 0:
+            # The value of the real next frame is a low-noise target that already tells a move's outcome apart
+            # (Freeway: a hit ranks right from the real frame, not from the dynamics; docs/results/minatar-60min).
+            real = jax.lax.stop_gradient(model.initial_inference(params, t.next_observation).value_logits)
+            value_consistency = cross_entropy(jax.nn.softmax(real), step.value_logits) * t.consistency_mask
         if k == 0 and reconstruct:
             reconstruction = reconstruction + squared_error(
                 model.decode(params, hidden), t.next_observation) * t.consistency_mask
@@ -155,9 +162,10 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     fp, fv, fr = _combine(entropy(t.policy), entropy(value_probs), entropy(reward_probs), t.value_mask, config)
     c = config.consistency_coef * consistency
     d = config.reconstruction_coef * reconstruction
+    q = config.value_consistency_coef * value_consistency
     w = batch.weights
     l2 = l2_norm_squared(params)
-    data_loss = jnp.mean(w * (p + v + r + c + d))
+    data_loss = jnp.mean(w * (p + v + r + c + d + q))
     loss = data_loss + config.l2_coef * l2
     metrics = {
         "loss/total": loss,
@@ -175,6 +183,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     }
     if reconstruct:
         metrics["loss/reconstruction"] = jnp.mean(w * d)
+    if config.value_consistency_coef > 0 and k_steps > 0:
+        metrics["loss/value_consistency"] = jnp.mean(w * q)
     # Each term at each unroll step k (cross-entropies before the coefficients): where the model is wrong.
     for k in range(k_steps + 1):
         metrics[f"loss_step/policy_k{k}"] = jnp.mean(w * ce_p[:, k])

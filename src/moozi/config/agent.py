@@ -40,6 +40,11 @@ class ModelConfig:
       connect four; pgx boards are mover-relative already).
     decoder: add a decoder from hidden states back to stacked observations,
       trained by ``learner.reconstruction_coef`` (which turns it on).
+    global_pool: ``resnet`` only: each residual block adds to its first
+      convolution a bias computed from its input's per-channel mean and max
+      over the whole board (KataGo's global pooling), so one block can act on
+      something far away (Freeway: a car's hit sends the chicken to the
+      bottom row, out of a 3x3 convolution's reach).
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -57,6 +62,7 @@ class ModelConfig:
     dynamics: Literal["learned", "simulator"] = "learned"
     mover_relative: bool = False
     decoder: bool = False
+    global_pool: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -71,7 +77,7 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative", "decoder"):
+        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
 
@@ -167,6 +173,10 @@ class LearnerConfig:
       t and of the decoded first dynamics step against the one at t + 1. It
       makes the dynamics predict the next frame, not only what the value
       and reward need. Turns on ``model.decoder``.
+    value_consistency_coef: 0 (off) or the weight of an auxiliary loss (not
+      the thesis's): the cross-entropy of the first dynamics step's value
+      against the value the model gives the real next observation (its
+      softmax, no gradient), a low-noise target for what the move led to.
     learning_rate: Adam step size (peak, if a schedule is used).
     lr_schedule: ``"constant"``, ``"cosine"`` (warmup then cosine decay to 0 at
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
@@ -201,6 +211,7 @@ class LearnerConfig:
     value_coef: float = 0.25
     consistency_coef: float = 2.0
     reconstruction_coef: float = 0.0
+    value_consistency_coef: float = 0.0
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
@@ -218,7 +229,7 @@ class LearnerConfig:
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "consistency_coef", "reconstruction_coef", "l2_coef"):
+        for name in ("value_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))

@@ -50,10 +50,14 @@ def normalize_hidden(hidden):
 
 class _ResBlock(nn.Module):
     channels: int
+    global_pool: bool = False
 
     @nn.compact
     def __call__(self, x):
         y = nn.Conv(self.channels, (3, 3))(x)
+        if self.global_pool:  # a bias from the whole board: [B, 2C] -> [B, 1, 1, C]
+            pooled = jnp.concatenate([x.mean(axis=(1, 2)), x.max(axis=(1, 2))], axis=-1)
+            y = y + nn.Dense(self.channels)(pooled)[:, None, None, :]
         y = nn.relu(nn.LayerNorm()(y))
         y = nn.Conv(self.channels, (3, 3))(y)
         y = nn.LayerNorm()(y)
@@ -94,17 +98,17 @@ class _ResNetModel(nn.Module):
         n = c.num_bins
         self.repr_in = nn.Conv(c.channels, (1, 1))
         self.repr_norm = nn.LayerNorm()
-        self.repr_blocks = [_ResBlock(c.channels) for _ in range(c.repr_blocks)]
+        self.repr_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.repr_blocks)]
         self.dyn_in = nn.Conv(c.channels, (1, 1))
         self.dyn_norm = nn.LayerNorm()
-        self.dyn_blocks = [_ResBlock(c.channels) for _ in range(c.dyn_blocks)]
+        self.dyn_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.dyn_blocks)]
         self.reward_head = _Head(c.head_hidden, n)
-        self.pred_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
+        self.pred_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.pred_blocks)]
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
-        self.proj_blocks = [_ResBlock(c.channels) for _ in range(c.proj_blocks)]
+        self.proj_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.proj_blocks)]
         if c.decoder:
-            self.decoder_block = _ResBlock(c.channels)
+            self.decoder_block = _ResBlock(c.channels, c.global_pool)
             self.decoder_out = nn.Conv(self.observation_size, (1, 1))
 
     def _finish(self, hidden):
