@@ -18,7 +18,7 @@ effective batch was about 14 of 128) or with uniform sampling, and saw rewards a
 ``--beta 0`` (``--foresight``: ``model_foresight.py``'s measures at each report).
 
 Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]
-[--beta B] [--foresight]``. Prints one line per report and a JSON line last.
+[--beta B] [--foresight] [--update-priorities]``. Prints one line per report and a JSON line last.
 """
 
 from __future__ import annotations
@@ -82,9 +82,11 @@ def _foresight_module():
 
 
 def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int = 1, beta: float | None = None,
-        foresight: bool = False) -> dict:
+        foresight: bool = False, update_priorities: bool = False) -> dict:
     """``beta``: the importance-sampling exponent to sample with (a checkpoint restores its run's own);
-    ``foresight``: add :mod:`model_foresight`'s measures (single-player JAX-native games) to each report."""
+    ``foresight``: add :mod:`model_foresight`'s measures (single-player JAX-native games) to each report;
+    ``update_priorities``: write each update's new priorities back to the replay, as training does (default:
+    sample with the priorities the run left, fixed)."""
     data = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
     config = config_from_dict(data)
     env, model = build_parts(config)
@@ -111,7 +113,9 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
     every = max(1, updates // reports)
     for i in range(1, updates + 1):
         sample = learner.replay.sample(config.schedule.batch_size)
-        state, metrics, _ = update(state, jax.device_put(sample.windows), sample.positions, sample.weights)
+        state, metrics, prio = update(state, jax.device_put(sample.windows), sample.positions, sample.weights)
+        if update_priorities:
+            learner.replay.update_priorities(sample.ids, np.asarray(prio))
         stretch.append([float(metrics[k]) for k in TERMS])
         if i % every == 0 or i == updates:
             row = {"updates": i, **dict(zip(TERMS, np.mean(stretch, axis=0).round(4).tolist())),
@@ -124,7 +128,8 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
     if hasattr(env, "close"):
         env.close()
     return {"run": str(run), "checkpoint": str(checkpoint), "replay_steps": int(learner.replay.size),
-            "overrides": overrides, "beta": learner.replay.beta, "effective_batch": effective, "start_targets": starts,
+            "overrides": overrides, "beta": learner.replay.beta, "update_priorities": update_priorities,
+            "effective_batch": effective, "start_targets": starts,
             "updates": updates, "batch_size": config.schedule.batch_size, "rows": rows}
 
 
@@ -139,8 +144,11 @@ def main() -> None:
                         help="importance-sampling exponent to sample with (default: the checkpoint's)")
     parser.add_argument("--foresight", action="store_true",
                         help="report the model's foresight too (model_foresight.py; single-player JAX-native games)")
+    parser.add_argument("--update-priorities", action="store_true",
+                        help="write each update's new priorities back to the replay, as training does")
     args = parser.parse_args()
-    print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed, args.beta, args.foresight)))
+    print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed, args.beta, args.foresight,
+                         args.update_priorities)))
 
 
 if __name__ == "__main__":

@@ -246,7 +246,10 @@ def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
 
     read = _bench("model_foresight").read_run(str(kept_run), steps=3)
     assert read["states"] > 0 and read["updates"] >= 1 and read["value_sd"] >= 0
-    fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=[], beta=0.0, foresight=True)
-    assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "p_safe_above_fatal_real", "value_sd"}
+    fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=["learner.priority=unroll_value"],
+                                       beta=0.0, foresight=True, update_priorities=True)
+    assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "p_safe_above_fatal_real",
+                                                                             "value_sd", "q_gap", "action_corr"}
+    assert fitted["update_priorities"] is True
     # beta 0: every importance weight is 1, so a batch is worth all of its samples
     assert fitted["effective_batch"]["median"] == fitted["batch_size"]

@@ -89,6 +89,26 @@ def test_metrics_report_every_term_and_floor(mlp):
     assert float(m["loss/policy"]) == pytest.approx(2 * np.log(A), rel=1e-4)
 
 
+def test_unroll_value_priority_golden(mlp):
+    """A fresh model values every state 0, so the new priority is |G_t| (MuZero's root value error) or, with
+    ``unroll_value``, the largest |G_{t+k}| over the unroll where the value is masked in."""
+    model, params, shape = mlp
+    batch = _batch(shape)
+    value = np.zeros((B, K + 1), np.float32)
+    value[0] = [1.0, -3.0, 2.0, 0.5, 0.0, 0.0]
+    value[1] = [0.5, -4.0, 1.5, 0.0, 0.0, 0.0]
+    mask = np.ones((B, K + 1), np.float32)
+    mask[1, 1] = 0.0  # past the episode's end: not a target
+    batch = batch.replace(targets=batch.targets.replace(value=value, value_mask=mask))
+    root = loss_fn(params, model, batch, LearnerConfig())[1]["priorities"]
+    unroll = loss_fn(params, model, batch, LearnerConfig(priority="unroll_value"))[1]["priorities"]
+    np.testing.assert_allclose(root[:2], [1.0, 0.5], atol=1e-5)
+    np.testing.assert_allclose(unroll[:2], [3.0, 1.5], atol=1e-5)
+    np.testing.assert_allclose(unroll[2:], 0.0, atol=1e-5)
+    with pytest.raises(ValueError, match="priority"):
+        LearnerConfig(priority="loss")
+
+
 def test_importance_weights_and_value_mask(mlp):
     model, params, shape = mlp
     cfg = LearnerConfig(l2_coef=0.0)

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from moozi.config import LearnerConfig
 from moozi.model.networks import Model
-from moozi.model.transform import outside_support, scalar_to_target
+from moozi.model.transform import logits_to_scalar, outside_support, scalar_to_target
 from moozi.types import Batch
 
 
@@ -192,5 +192,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         if k > 0:
             metrics[f"loss_step/reward_k{k}"] = jnp.mean(w * ce_r[:, k])
     priorities = jnp.abs(first_value - t.value[:, 0])
+    if config.priority == "unroll_value" and k_steps > 0:
+        values = logits_to_scalar(value_logits, transform)  # [B, K+1]; index 0 is first_value
+        priorities = jnp.max(jnp.abs(values - t.value) * t.value_mask, axis=1)
     return loss, {"metrics": metrics, "priorities": jax.lax.stop_gradient(priorities)}
 

@@ -177,6 +177,12 @@ class LearnerConfig:
       the thesis's): the cross-entropy of the first dynamics step's value
       against the value the model gives the real next observation (its
       softmax, no gradient), a low-noise target for what the move led to.
+    priority: what a sampled position's new replay priority is: ``"root_value"``
+      (MuZero: ``|v^0 - G_t|``, the representation's value error) or
+      ``"unroll_value"`` (the largest ``|v^k - G_{t+k}|`` over the unroll,
+      k = 0..K: windows where the dynamics is wrong come back more often,
+      e.g. Freeway's rare hits, which the representation's value already
+      gets right from the real frame). Not the thesis's.
     learning_rate: Adam step size (peak, if a schedule is used).
     lr_schedule: ``"constant"``, ``"cosine"`` (warmup then cosine decay to 0 at
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
@@ -212,6 +218,7 @@ class LearnerConfig:
     consistency_coef: float = 2.0
     reconstruction_coef: float = 0.0
     value_consistency_coef: float = 0.0
+    priority: Literal["root_value", "unroll_value"] = "root_value"
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
@@ -232,6 +239,7 @@ class LearnerConfig:
         for name in ("value_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
+        _choice(o, "priority", self.priority, ("root_value", "unroll_value"))
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))
         _nonneg_int(o, "warmup_steps", self.warmup_steps)
         _positive_int(o, "decay_steps", self.decay_steps)
