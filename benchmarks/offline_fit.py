@@ -18,7 +18,7 @@ effective batch was about 14 of 128) or with uniform sampling, and saw rewards a
 ``--beta 0`` (``--foresight``: ``model_foresight.py``'s measures at each report).
 
 Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]
-[--beta B] [--foresight] [--update-priorities]``. Prints one line per report and a JSON line last.
+[--beta B] [--foresight] [--update-priorities] [--boost-setbacks F]``. Prints one line per report and a JSON line last.
 """
 
 from __future__ import annotations
@@ -81,12 +81,31 @@ def _foresight_module():
     return module
 
 
+def boost_setbacks(replay, game: str, factor: float) -> int:
+    """Multiply the priority of every stored position whose next step is the game's setback
+    (``model_foresight.SETBACKS``: Freeway's chicken sent back by a car) by ``factor``: do the dynamics
+    learn the setback when it carries weight in the batches? Returns how many positions were boosted."""
+    setback = _foresight_module().SETBACKS.get(game)
+    if setback is None:
+        raise SystemExit(f"{game} declares no setback to boost (model_foresight.SETBACKS)")
+    cap = replay.config.capacity
+    slots = np.flatnonzero(replay._sampleable)
+    rec = replay._slot_traj[slots] % cap
+    start = replay._traj_start[rec]
+    has_next = (slots - start) % cap < replay._traj_len[rec] - 1
+    slots = slots[has_next]
+    after = (slots + 1) % cap
+    hit = setback(replay._frames[slots], replay._frames[after], replay._rewards[after])
+    replay._set_priorities(slots[hit], replay._priority[slots[hit]] * factor)
+    return int(hit.sum())
+
+
 def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int = 1, beta: float | None = None,
-        foresight: bool = False, update_priorities: bool = False) -> dict:
+        foresight: bool = False, update_priorities: bool = False, boost: float | None = None) -> dict:
     """``beta``: the importance-sampling exponent to sample with (a checkpoint restores its run's own);
     ``foresight``: add :mod:`model_foresight`'s measures (single-player JAX-native games) to each report;
     ``update_priorities``: write each update's new priorities back to the replay, as training does (default:
-    sample with the priorities the run left, fixed)."""
+    sample with the priorities the run left, fixed); ``boost``: :func:`boost_setbacks` by this factor first."""
     data = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
     config = config_from_dict(data)
     env, model = build_parts(config)
@@ -99,6 +118,7 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
     learner.replay.load_chunks(*read_chunked_part(checkpoint, "replay", verified=True))
     if beta is not None:
         learner.replay.beta = beta
+    boosted = boost_setbacks(learner.replay, config.env.name, boost) if boost else None
     look = None
     if foresight:
         fs = _foresight_module()
@@ -129,7 +149,7 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
         env.close()
     return {"run": str(run), "checkpoint": str(checkpoint), "replay_steps": int(learner.replay.size),
             "overrides": overrides, "beta": learner.replay.beta, "update_priorities": update_priorities,
-            "effective_batch": effective, "start_targets": starts,
+            "boost": boost, "boosted_positions": boosted, "effective_batch": effective, "start_targets": starts,
             "updates": updates, "batch_size": config.schedule.batch_size, "rows": rows}
 
 
@@ -146,9 +166,11 @@ def main() -> None:
                         help="report the model's foresight too (model_foresight.py; single-player JAX-native games)")
     parser.add_argument("--update-priorities", action="store_true",
                         help="write each update's new priorities back to the replay, as training does")
+    parser.add_argument("--boost-setbacks", dest="boost", type=float, default=None, metavar="F",
+                        help="multiply the priority of positions whose next step is the game's setback by F")
     args = parser.parse_args()
     print(json.dumps(fit(args.run, args.updates, args.reports, args.overrides, args.seed, args.beta, args.foresight,
-                         args.update_priorities)))
+                         args.update_priorities, args.boost)))
 
 
 if __name__ == "__main__":

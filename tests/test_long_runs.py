@@ -241,6 +241,32 @@ def test_freeway_setback_golden():
     assert setback.tolist() == [True, False, False, False]
 
 
+def test_boost_setbacks_golden():
+    """offline_fit's --boost-setbacks multiplies the priority of the positions whose next step is Freeway's
+    setback: one stored episode of four steps with the chicken on rows 5, 9, 8, 9 and no reward; only 0 -> 1
+    is a car's hit (8 -> 9 is a step down onto the bottom row; step 3 has no next step)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pytest
+
+    from tests.test_grade import _bench
+
+    frames = np.zeros((4, 10, 10, 7), np.uint8)
+    for slot, row in enumerate([5, 9, 8, 9]):
+        frames[slot, row, 4, 0] = 1
+    replay = SimpleNamespace(config=SimpleNamespace(capacity=4), _sampleable=np.array([True, True, True, False]),
+                             _slot_traj=np.zeros(4, np.int64), _traj_start=np.zeros(1, np.int64),
+                             _traj_len=np.array([4]), _frames=frames, _rewards=np.zeros(4, np.float32),
+                             _priority=np.array([1.0, 2.0, 3.0, 0.0]))
+    replay._set_priorities = lambda slots, prio: replay._priority.__setitem__(slots, prio)
+    fit = _bench("offline_fit")
+    assert fit.boost_setbacks(replay, "gymnax:Freeway-MinAtar", 10.0) == 1
+    assert replay._priority.tolist() == [10.0, 2.0, 3.0, 0.0]
+    with pytest.raises(SystemExit, match="no setback"):
+        fit.boost_setbacks(replay, "gymnax:Breakout-MinAtar", 10.0)
+
+
 def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
     from tests.test_grade import _bench
 
