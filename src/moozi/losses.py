@@ -138,15 +138,17 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         policy_logits.append(step.policy_logits)
         value_logits.append(step.value_logits)
         reward_logits.append(step.reward_logits)
-        if k == 0 and config.consistency_coef > 0:
-            online = model.projection(params, hidden)
-            target = jax.lax.stop_gradient(model.represent(params, t.next_observation))
-            consistency = cosine_distance(online, target.reshape(target.shape[0], -1)) * t.consistency_mask
         if k == 0 and config.value_consistency_coef > 0:
             # The value of the real next frame is a low-noise target that already tells a move's outcome apart
             # (Freeway: a hit ranks right from the real frame, not from the dynamics; docs/results/minatar-60min).
-            real = jax.lax.stop_gradient(model.initial_inference(params, t.next_observation).value_logits)
-            value_consistency = cross_entropy(jax.nn.softmax(real), step.value_logits) * t.consistency_mask
+            real = jax.lax.stop_gradient(model.initial_inference(params, t.next_observation))
+            real_hidden = real.hidden  # the consistency target too: the next frame is represented once
+            value_consistency = cross_entropy(jax.nn.softmax(real.value_logits), step.value_logits) * t.consistency_mask
+        elif k == 0 and config.consistency_coef > 0:
+            real_hidden = jax.lax.stop_gradient(model.represent(params, t.next_observation))
+        if k == 0 and config.consistency_coef > 0:
+            online = model.projection(params, hidden)
+            consistency = cosine_distance(online, real_hidden.reshape(real_hidden.shape[0], -1)) * t.consistency_mask
         if k == 0 and reconstruct:
             reconstruction = reconstruction + squared_error(
                 model.decode(params, hidden), t.next_observation) * t.consistency_mask
