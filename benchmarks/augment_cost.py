@@ -12,7 +12,9 @@ Dirichlet search policies), then ``Learner.train(8, batch)`` chunks for
 median updates/s (on / off), measured in this one run.
 
 Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--key SECTION.NAME] [--off V]
-[--on V] [--host-devices N] [--rounds 3] [--seconds 20] [--json]``
+[--on V] [--set KEY=VALUE ...] [--host-devices N] [--rounds 3] [--seconds 20] [--json]``; ``--set`` holds other keys
+fixed in both kinds of round (e.g. ``--key learner.value_consistency_into --off model --on dynamics --set
+learner.value_consistency_coef=1``)
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from moozi.types import Trajectory
 
 preset, augment, seconds, key = sys.argv[1], yaml.safe_load(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 raw = load_preset(preset)
+for held in json.loads(sys.argv[5]):  # --set: the same in both kinds of round
+    where, value = held.split("=", 1)
+    part, field = where.split(".")
+    raw.setdefault(part, {})[field] = yaml.safe_load(value)
 section, name = key.split(".")
 raw.setdefault(section, {})[name] = augment
 config = config_from_dict(raw)
@@ -63,11 +69,11 @@ print(json.dumps({"updates_per_s": n / (time.perf_counter() - t0), "symmetries":
 '''
 
 
-def probe(preset: str, augment: str, seconds: float, key: str, host_devices: int = 0) -> dict:
+def probe(preset: str, augment: str, seconds: float, key: str, host_devices: int = 0, held=()) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     if host_devices:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={host_devices}").strip()
-    out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds), key], env=env,
+    out = subprocess.run([sys.executable, "-c", PROBE, preset, augment, str(seconds), key, json.dumps(list(held))], env=env,
                          capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"{key}={augment} failed:\n{out.stderr[-3000:]}")
@@ -82,20 +88,23 @@ def main() -> None:
     p.add_argument("--key", default="learner.augment_symmetries", help="a config key, SECTION.NAME")
     p.add_argument("--off", default="false", help="its value in the 'off' rounds (YAML, default false)")
     p.add_argument("--on", default="true", help="its value in the 'on' rounds (YAML, default true)")
+    p.add_argument("--set", dest="held", action="append", default=[], metavar="KEY=VALUE",
+                   help="another config key, the same in both kinds of round")
     p.add_argument("--host-devices", type=int, default=0, help="JAX host devices in each probe (0: XLA's default)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     rows = {"off": [], "on": []}
     for r in range(args.rounds):
         for mode in ("off", "on"):
-            res = probe(args.preset, args.off if mode == "off" else args.on, args.seconds, args.key, args.host_devices)
+            res = probe(args.preset, args.off if mode == "off" else args.on, args.seconds, args.key, args.host_devices,
+                        args.held)
             rows[mode].append(res["updates_per_s"])
             if not args.json:
                 print(f"round {r} {args.key} {mode:3s}: {res['updates_per_s']:.1f} updates/s "
                       f"({res['symmetries']} symmetries)", flush=True)
     med = {m: statistics.median(v) for m, v in rows.items()}
     report = {"preset": args.preset, "key": args.key, "off": args.off, "on": args.on,
-              "host_devices": args.host_devices, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
+              "held": args.held, "host_devices": args.host_devices, "rounds": rows, "median": med, "ratio_on_off": med["on"] / med["off"]}
     print(json.dumps(report) if args.json else
           f"median: off {med['off']:.1f}, on {med['on']:.1f} updates/s; on / off = {report['ratio_on_off']:.3f}")
 

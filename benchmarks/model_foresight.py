@@ -26,6 +26,10 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
   number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
   fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
 
+* with ``offline_fit.py --foresight`` in a game with a setback: ``replay_auc`` / ``replay_auc_real``
+  (:func:`replay_setback`), the same question on the run's own replay, the data the model trains on
+  (a model blind on random play may still see what it was trained on).
+
 Found with it (docs/results/minatar-replay-weights): the Asterix preset's model after 7,288 updates
 ranked safe above fatal moves 0.345 of the time, predicted 0.003 for rewarded moves and 0.0026 for the
 rest, and its value was a constant (sd 0.007).
@@ -183,6 +187,63 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
             "rewarded_moves": int(rewarded.sum()),
             "reward_on_rewarded": round(float(reward[rewarded].mean()), 4) if rewarded.any() else None,
             "reward_on_others": round(float(reward[~rewarded].mean()), 4)}
+
+
+def replay_transitions(replay, target_config, num_actions: int, frame_scale: float, game: str,
+                       samples: int = 8192, seed: int = 0) -> dict | None:
+    """Transitions of a run's own replay (the training data) for :func:`replay_setback`: the stacked
+    observations at t and t + 1, the move taken and whether it was the game's setback (``SETBACKS``).
+    None for a game without a setback."""
+    from moozi.update import build_batch
+
+    setback = SETBACKS.get(game)
+    if setback is None:
+        return None
+    state = replay.rng.bit_generator.state  # leave the buffer's own draws (a fit's batches) as they were
+    ids, weights = replay.sample_ids(samples, beta=0.0)
+    replay.rng.bit_generator.state = state
+    windows, positions = replay.windows(ids)
+    t = build_batch(jax.device_put(windows), positions, weights, target_config=target_config,
+                    num_actions=num_actions, frame_scale=frame_scale).targets
+    length, frame = target_config.history_length, replay.frame_shape[-1]
+    newest = lambda obs: np.asarray(obs)[..., :length * frame][..., (length - 1) * frame:]  # noqa: E731
+    ok = np.asarray(t.consistency_mask) > 0
+    hit = setback(newest(t.observation), newest(t.next_observation), np.asarray(t.reward[:, 1]))
+    return {"observation": np.asarray(t.observation)[ok], "next_observation": np.asarray(t.next_observation)[ok],
+            "action": np.asarray(t.actions[:, 0])[ok], "reward": np.asarray(t.reward[:, 1])[ok], "hit": hit[ok]}
+
+
+def replay_setback(model, params, transitions: dict, discount: float, chunk: int = 2048) -> dict:
+    """Does the dynamics see the setbacks of the data it trains on? Over the replay's transitions
+    (:func:`replay_transitions`): ``replay_auc``, the ROC AUC with which the dynamics' margin of the best
+    other move over the move taken (``r + gamma v`` of each first dynamics step) picks out the setbacks
+    (within each state, so a state's own worth does not enter; 0.5: blind); ``replay_auc_real``, the
+    same for the real change of value (``r + gamma v`` of the real next frame minus ``v`` of the state):
+    does the value itself tell a setback?"""
+    from sklearn.metrics import roc_auc_score
+
+    actions = model.num_actions - 1
+
+    @jax.jit
+    def margins(p, obs, nxt, action, reward):
+        out = model.initial_inference(p, obs)
+        qs = jnp.stack([(lambda s: s.reward + discount * s.value)(model.recurrent_inference(
+            p, out.hidden, jnp.full(action.shape, a + 1, jnp.int32))) for a in range(actions)], -1)
+        taken = jnp.take_along_axis(qs, (action - 1)[:, None], -1)[:, 0]
+        other = jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, qs).max(-1)
+        real = model.initial_inference(p, nxt)
+        return other - taken, out.value - (reward + discount * real.value)
+
+    parts = [margins(params, transitions["observation"][i:i + chunk], transitions["next_observation"][i:i + chunk],
+                     transitions["action"][i:i + chunk], transitions["reward"][i:i + chunk])
+             for i in range(0, len(transitions["action"]), chunk)]
+    dyn, real = (np.concatenate([np.asarray(x[j]) for x in parts]) for j in (0, 1))
+    hit = transitions["hit"]
+    found = {"replay_transitions": len(hit), "replay_setbacks": int(hit.sum())}
+    if 0 < hit.sum() < len(hit):
+        found.update(replay_auc=round(float(roc_auc_score(hit, dyn)), 3),
+                     replay_auc_real=round(float(roc_auc_score(hit, real)), 3))
+    return found
 
 
 def read_run(run: str, steps: int = 300, checkpoint: str = "latest") -> dict:

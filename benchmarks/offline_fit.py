@@ -124,7 +124,14 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
         fs = _foresight_module()
         probe = fs.make_probe(env, config.targets.history_length, steps=100)
         reader = fs.make_look(model, env.spec.num_actions, config.targets.discount)  # compiled once
-        look = lambda params: fs.foresight(model, params, probe, config.targets.discount, reader)  # noqa: E731
+        seen = fs.replay_transitions(learner.replay, config.targets, model.num_actions, env.spec.observation_scale,
+                                     config.env.name)
+
+        def look(params):
+            found = fs.foresight(model, params, probe, config.targets.discount, reader)
+            if seen is not None:
+                found.update(fs.replay_setback(model, params, seen, config.targets.discount))
+            return found
     starts = start_targets(learner, config, env.spec.observation_scale)
     effective = effective_batch(learner.replay, config.schedule.batch_size)
     print(json.dumps({"start_targets": starts, "effective_batch": effective}), flush=True)

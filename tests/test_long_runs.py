@@ -222,6 +222,38 @@ def test_model_foresight_golden():
     assert out["decoded_cells_wrong_fatal"] == 0.5 and out["decoded_cells_wrong_safe"] == 1.0
 
 
+def test_replay_setback_golden():
+    """model_foresight.replay_setback on a stub model with hand-computed answers: four replay transitions,
+    two moves, gamma 1. The dynamics values move 1 by the state's channel 1 and move 2 at 0.5 (no reward);
+    a state's value is its channel 0. Margins of the best other move over the move taken: hit 0 (took 1,
+    0.2): 0.3; safe 1 (took 1, 0.9): -0.4; safe 2 (took 2, move 1 0.7): 0.2; hit 3 (took 1, 0.6): -0.1. Hits
+    above safe in 3 of 4 pairs: AUC 0.75. Real drops (value minus the real next frame's): hits 1 and 0.8,
+    safe 0 and 0: AUC 1."""
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    from tests.test_grade import _bench
+
+    class Stub:
+        num_actions = 3  # augmented: the dummy and two moves
+
+        def initial_inference(self, params, obs):
+            return SimpleNamespace(value=obs[:, 0, 0, 0], hidden=obs)
+
+        def recurrent_inference(self, params, hidden, action):
+            value = jnp.where(action == 1, hidden[:, 0, 0, 1], 0.5)
+            return SimpleNamespace(reward=jnp.zeros_like(value), value=value, hidden=hidden)
+
+    state = np.array([[1.0, 0.2], [1.0, 0.9], [0.5, 0.7], [1.0, 0.6]], np.float32).reshape(4, 1, 1, 2)
+    nxt = np.array([[0.0, 0], [1.0, 0], [0.5, 0], [0.2, 0]], np.float32).reshape(4, 1, 1, 2)
+    transitions = {"observation": state, "next_observation": nxt, "action": np.array([1, 1, 2, 1], np.int32),
+                   "reward": np.zeros(4, np.float32), "hit": np.array([True, False, False, True])}
+    out = _bench("model_foresight").replay_setback(Stub(), None, transitions, discount=1.0)
+    assert out == {"replay_transitions": 4, "replay_setbacks": 2, "replay_auc": 0.75, "replay_auc_real": 1.0}
+
+
 def test_freeway_setback_golden():
     """A car that sends the chicken back to the bottom is Freeway's fatal move; a step down onto the bottom
     row, or scoring (which also puts the chicken on the bottom), is not."""

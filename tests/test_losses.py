@@ -203,6 +203,50 @@ def test_value_consistency_term_fits_the_first_step_value_to_the_real_next_frame
         LearnerConfig(value_consistency_coef=-1.0)
 
 
+@pytest.mark.parametrize("kind", ["mlp", "resnet"])
+def test_value_consistency_into_dynamics_holds_the_value_head(kind):
+    cfg, shape = MODELS[kind]
+    model = build_model(cfg, shape, A)
+    params = model.init(jax.random.key(2))
+    # The value head's last layer starts at zero, which would pass no gradient to the dynamics at all.
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(jax.random.key(3), len(leaves))
+    params = jax.tree_util.tree_unflatten(tree, [x + 0.1 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+    batch = _batch(shape)
+    t = batch.targets
+    coef = 3.0
+    into = LearnerConfig(value_consistency_coef=coef, value_consistency_into="dynamics", consistency_coef=0.0,
+                         value_coef=0.0)
+    plain = dataclasses.replace(into, value_consistency_into="model")
+
+    def expected(p):  # the gradient entering the dynamics is halved (MuZero), as in the loss
+        h0 = scale_gradient(model.initial_inference(p, t.observation).hidden, 0.5)
+        h1 = model.recurrent_inference(p, h0, t.actions[:, 0])
+        held = model.module.apply(jax.lax.stop_gradient(p), h1.hidden, method="predict_next")[0]
+        real = jax.nn.softmax(jax.lax.stop_gradient(model.initial_inference(p, t.next_observation).value_logits))
+        return coef * jnp.mean(t.consistency_mask * cross_entropy(real, held))
+
+    _, aux = loss_fn(params, model, batch, into)
+    _, same = loss_fn(params, model, batch, plain)  # the same number; only the gradient differs
+    assert float(aux["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
+    assert float(same["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
+    rest = LearnerConfig(consistency_coef=0.0, value_coef=0.0)
+    grads = jax.grad(lambda p: loss_fn(p, model, batch, into)[0])(params)
+    manual = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0] + expected(p))(params)
+    for g, m in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(manual)):
+        np.testing.assert_allclose(g, m, rtol=1e-4, atol=1e-6)
+    # value_coef is 0, so the value head's gradient past the L2 term's is this term's: none when held, some
+    # when not; the dynamics gets some either way.
+    base = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0])(params)
+    change = lambda g, part: max(float(jnp.abs(x - y).max()) for x, y in zip(  # noqa: E731
+        jax.tree_util.tree_leaves(g["params"][part]), jax.tree_util.tree_leaves(base["params"][part])))
+    assert change(grads, "value_head") == 0.0
+    assert change(jax.grad(lambda p: loss_fn(p, model, batch, plain)[0])(params), "value_head") > 0.0
+    assert change(grads, "dyn_net" if kind == "mlp" else "dyn_in") > 0.0
+    with pytest.raises(ValueError, match="value_consistency_into"):
+        LearnerConfig(value_consistency_into="head")
+
+
 def test_decoder_is_switched_on_by_the_reconstruction_coef():
     from moozi.config import Config
 

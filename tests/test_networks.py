@@ -124,3 +124,40 @@ def test_global_pool_lets_one_block_see_the_far_corner(global_pool):
 def test_global_pool_is_validated():
     with pytest.raises(ValueError, match="global_pool"):
         ModelConfig(global_pool="yes")
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_dynamics_heads_read_the_dynamics_states_only(kind):
+    import dataclasses
+
+    cfg, shape = CASES[kind]
+    off = build_model(cfg, shape, A)
+    on = build_model(dataclasses.replace(cfg, dynamics_heads=True), shape, A)
+    p_off, params = off.init(jax.random.key(0)), on.init(jax.random.key(0))
+    assert "next_value_head" not in p_off["params"]  # off: the same params as before (old checkpoints load)
+    assert {"next_value_head", "next_policy_head"} <= set(params["params"])
+    obs = jax.random.uniform(jax.random.key(1), (2, *shape))
+    action = jnp.array([1, 2])
+
+    def outputs(p):
+        root = on.initial_inference(p, obs)
+        step = on.recurrent_inference(p, root.hidden, action)
+        return root.value_logits, root.policy_logits, step.value_logits, step.policy_logits
+
+    def bump(p, heads):  # the heads' output layers start at zero: give them something to say
+        inner = dict(p["params"])
+        for name in heads:
+            inner[name] = jax.tree_util.tree_map(lambda x: x + 0.5, inner[name])
+        return {**p, "params": inner}
+
+    base = outputs(params)
+    own = outputs(bump(params, ("next_value_head", "next_policy_head")))
+    shared = outputs(bump(params, ("value_head", "policy_head")))
+    for i in (0, 1):  # the root reads the representation's heads only
+        np.testing.assert_array_equal(own[i], base[i])
+        assert not np.allclose(shared[i], base[i])
+    for i in (2, 3):  # a dynamics state reads its own heads only
+        assert not np.allclose(own[i], base[i])
+        np.testing.assert_array_equal(shared[i], base[i])
+    with pytest.raises(ValueError, match="dynamics_heads"):
+        ModelConfig(dynamics_heads=1)

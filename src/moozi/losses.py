@@ -143,7 +143,10 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
             # (Freeway: a hit ranks right from the real frame, not from the dynamics; docs/results/minatar-60min).
             real = jax.lax.stop_gradient(model.initial_inference(params, t.next_observation))
             real_hidden = real.hidden  # the consistency target too: the next frame is represented once
-            value_consistency = cross_entropy(jax.nn.softmax(real.value_logits), step.value_logits) * t.consistency_mask
+            logits = step.value_logits
+            if config.value_consistency_into == "dynamics":  # the value head fixed: only the state moves
+                logits = model.module.apply(jax.lax.stop_gradient(params), hidden, method="predict_next")[0]
+            value_consistency = cross_entropy(jax.nn.softmax(real.value_logits), logits) * t.consistency_mask
         elif k == 0 and config.consistency_coef > 0:
             real_hidden = jax.lax.stop_gradient(model.represent(params, t.next_observation))
         if k == 0 and config.consistency_coef > 0:

@@ -45,6 +45,12 @@ class ModelConfig:
       over the whole board (KataGo's global pooling), so one block can act on
       something far away (Freeway: a car's hit sends the chicken to the
       bottom row, out of a 3x3 convolution's reach).
+    dynamics_heads: the states the dynamics predicts get value and policy
+      heads of their own (the prediction blocks stay shared), trained by the
+      unroll's steps k >= 1; the representation's states keep theirs. One
+      shared head must read a move's outcome the way it reads a real frame
+      (Freeway: a hit is the chicken back at the bottom, which the dynamics
+      would have to draw); its own head can read whatever the dynamics marks.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -63,6 +69,7 @@ class ModelConfig:
     mover_relative: bool = False
     decoder: bool = False
     global_pool: bool = False
+    dynamics_heads: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -77,7 +84,7 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool"):
+        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
 
@@ -177,6 +184,11 @@ class LearnerConfig:
       the thesis's): the cross-entropy of the first dynamics step's value
       against the value the model gives the real next observation (its
       softmax, no gradient), a low-noise target for what the move led to.
+    value_consistency_into: what that loss trains: ``"model"`` (every part,
+      the value head included) or ``"dynamics"`` (the value head is held
+      fixed in that term, so the dynamics must move its state to where the
+      head reads the real next value; the head cannot meet the target by
+      flattening, which a large coefficient did to Freeway's value).
     priority: what a sampled position's new replay priority is: ``"root_value"``
       (MuZero: ``|v^0 - G_t|``, the representation's value error) or
       ``"unroll_value"`` (the largest ``|v^k - G_{t+k}|`` over the unroll,
@@ -218,6 +230,7 @@ class LearnerConfig:
     consistency_coef: float = 2.0
     reconstruction_coef: float = 0.0
     value_consistency_coef: float = 0.0
+    value_consistency_into: Literal["model", "dynamics"] = "model"
     priority: Literal["root_value", "unroll_value"] = "root_value"
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
@@ -240,6 +253,7 @@ class LearnerConfig:
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "priority", self.priority, ("root_value", "unroll_value"))
+        _choice(o, "value_consistency_into", self.value_consistency_into, ("model", "dynamics"))
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))
         _nonneg_int(o, "warmup_steps", self.warmup_steps)
         _positive_int(o, "decay_steps", self.decay_steps)

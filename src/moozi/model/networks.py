@@ -10,6 +10,8 @@ Two families share one interface (:class:`Model`):
 With ``model.decoder`` a decoder d maps a hidden state back to the stacked observation it stands
 for (an auxiliary loss, ``learner.reconstruction_coef``): it makes the dynamics carry what the
 value alone does not reward it for (e.g. a car sending Freeway's chicken back). Search never uses it.
+With ``model.dynamics_heads`` the states the dynamics predicts are read by value and policy heads of
+their own (``predict_next``); the representation's keep the shared ones (``predict``).
 
 LayerNorm replaces BatchNorm so the model is a pure function of its parameters
 (no running statistics to thread through acting, search and training).
@@ -106,6 +108,9 @@ class _ResNetModel(nn.Module):
         self.pred_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.pred_blocks)]
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
+        if c.dynamics_heads:
+            self.next_value_head = _Head(c.head_hidden, n)
+            self.next_policy_head = _Head(c.head_hidden, self.num_actions)
         self.proj_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.proj_blocks)]
         if c.decoder:
             self.decoder_block = _ResBlock(c.channels, c.global_pool)
@@ -134,11 +139,22 @@ class _ResNetModel(nn.Module):
         reward_logits = self.reward_head(x)
         return self._finish(x), reward_logits
 
-    def predict(self, hidden):
+    def _prediction_trunk(self, hidden):
         x = hidden
         for block in self.pred_blocks:
             x = block(x)
+        return x
+
+    def predict(self, hidden):
+        x = self._prediction_trunk(hidden)
         return self.value_head(x), self.policy_head(x)
+
+    def predict_next(self, hidden):
+        """f for a state the dynamics predicted (its own heads with ``model.dynamics_heads``)."""
+        if not self.cfg.dynamics_heads:
+            return self.predict(hidden)
+        x = self._prediction_trunk(hidden)
+        return self.next_value_head(x), self.next_policy_head(x)
 
     def project(self, hidden):
         x = hidden
@@ -150,6 +166,7 @@ class _ResNetModel(nn.Module):
         hidden = self.represent(obs)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
+        self.predict_next(nxt)
         if self.cfg.decoder:
             self.decode(nxt)
         return self.project(nxt)
@@ -169,6 +186,9 @@ class _MLPModel(nn.Module):
         self.pred_net = _MLP(c.mlp_hidden[:1], c.head_hidden)
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
+        if c.dynamics_heads:
+            self.next_value_head = _Head(c.head_hidden, n)
+            self.next_policy_head = _Head(c.head_hidden, self.num_actions)
         self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding)
         if c.decoder:
             self.decoder_net = _MLP(c.mlp_hidden[:1], self.observation_size)
@@ -184,9 +204,19 @@ class _MLPModel(nn.Module):
         x = self.dyn_net(x)
         return self._finish(x), self.reward_head(nn.relu(x))
 
+    def _prediction_trunk(self, hidden):
+        return nn.relu(self.pred_net(hidden))
+
     def predict(self, hidden):
-        x = nn.relu(self.pred_net(hidden))
+        x = self._prediction_trunk(hidden)
         return self.value_head(x), self.policy_head(x)
+
+    def predict_next(self, hidden):
+        """f for a state the dynamics predicted (its own heads with ``model.dynamics_heads``)."""
+        if not self.cfg.dynamics_heads:
+            return self.predict(hidden)
+        x = self._prediction_trunk(hidden)
+        return self.next_value_head(x), self.next_policy_head(x)
 
     def project(self, hidden):
         return self.proj_net(hidden)
@@ -198,6 +228,7 @@ class _MLPModel(nn.Module):
         hidden = self.represent(obs)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
+        self.predict_next(nxt)
         if self.cfg.decoder:
             self.decode(nxt)
         return self.project(nxt)
@@ -315,7 +346,7 @@ class Model:
 
         def fn(module, h, a):
             nxt, reward_logits = module.dynamics(h, a)
-            value_logits, policy_logits = module.predict(nxt)
+            value_logits, policy_logits = module.predict_next(nxt)
             return nxt, value_logits, reward_logits, policy_logits
 
         nxt, value_logits, reward_logits, policy_logits = self.module.apply(params, hidden, action, method=fn)
