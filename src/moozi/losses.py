@@ -5,7 +5,7 @@ L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + sum_k CE(Phi(r_{t+k}), r^k)
   + c^s cosine_distance(rho(x_t^1), sg(x_{t+1}^0))
   + c^d [||d(x_t^0) - o_t||^2 + ||d(x_t^1) - o_{t+1}||^2]   (optional, not the thesis's)
-  + c^q CE(sg(softmax f_v(x_{t+1}^0)), v^1)   (optional, not the thesis's)
+  + c^q CE(sg(softmax f_v(x_{t+1}^0)), v^1)   (optional, not the thesis's; v^1 read by a held f: value_consistency_into)
   + c^{L2} ||theta||^2,
 each sample's terms scaled by its importance weight. The gradient entering each
 dynamics step is halved (MuZero). The unroll is a Python loop over the static
