@@ -190,7 +190,7 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
 
 
 def replay_transitions(replay, target_config, num_actions: int, frame_scale: float, game: str,
-                       samples: int = 8192, seed: int = 0) -> dict | None:
+                       samples: int = 8192) -> dict | None:
     """Transitions of a run's own replay (the training data) for :func:`replay_setback`: the stacked
     observations at t and t + 1, the move taken and whether it was the game's setback (``SETBACKS``).
     None for a game without a setback."""
