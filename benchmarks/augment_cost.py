@@ -29,18 +29,14 @@ import sys
 PROBE = r'''
 import json, sys, time
 import jax, numpy as np, yaml
-from moozi.config import config_from_dict
+from moozi.config import apply_overrides, config_from_dict
 from moozi.driver import build_parts
 from moozi.learner import Learner
 from moozi.presets import load_preset
 from moozi.types import Trajectory
 
 preset, augment, seconds, key = sys.argv[1], yaml.safe_load(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-raw = load_preset(preset)
-for held in json.loads(sys.argv[5]):  # --set: the same in both kinds of round
-    where, value = held.split("=", 1)
-    part, field = where.split(".")
-    raw.setdefault(part, {})[field] = yaml.safe_load(value)
+raw = apply_overrides(load_preset(preset), json.loads(sys.argv[5]))  # --set: the same in both kinds of round
 section, name = key.split(".")
 raw.setdefault(section, {})[name] = augment
 config = config_from_dict(raw)

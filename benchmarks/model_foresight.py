@@ -213,15 +213,10 @@ def replay_transitions(replay, target_config, num_actions: int, frame_scale: flo
             "action": np.asarray(t.actions[:, 0])[ok], "reward": np.asarray(t.reward[:, 1])[ok], "hit": hit[ok]}
 
 
-def replay_setback(model, params, transitions: dict, discount: float, chunk: int = 2048) -> dict:
-    """Does the dynamics see the setbacks of the data it trains on? Over the replay's transitions
-    (:func:`replay_transitions`): ``replay_auc``, the ROC AUC with which the dynamics' margin of the best
-    other move over the move taken (``r + gamma v`` of each first dynamics step) picks out the setbacks
-    (within each state, so a state's own worth does not enter; 0.5: blind); ``replay_auc_real``, the
-    same for the real change of value (``r + gamma v`` of the real next frame minus ``v`` of the state):
-    does the value itself tell a setback?"""
-    from sklearn.metrics import roc_auc_score
-
+def make_margins(model, discount: float):
+    """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop)`` of
+    :func:`replay_setback`: the dynamics' margin of the best other move over the move taken, and the value's
+    real drop; build it once per model and pass it to every call (a new one would compile again)."""
     actions = model.num_actions - 1
 
     @jax.jit
@@ -234,6 +229,19 @@ def replay_setback(model, params, transitions: dict, discount: float, chunk: int
         real = model.initial_inference(p, nxt)
         return other - taken, out.value - (reward + discount * real.value)
 
+    return margins
+
+
+def replay_setback(model, params, transitions: dict, discount: float, margins=None, chunk: int = 2048) -> dict:
+    """Does the dynamics see the setbacks of the data it trains on? Over the replay's transitions
+    (:func:`replay_transitions`): ``replay_auc``, the ROC AUC with which the dynamics' margin of the best
+    other move over the move taken (``r + gamma v`` of each first dynamics step) picks out the setbacks
+    (within each state, so a state's own worth does not enter; 0.5: blind); ``replay_auc_real``, the
+    same for the real change of value (``r + gamma v`` of the real next frame minus ``v`` of the state):
+    does the value itself tell a setback? ``margins``: a reader from :func:`make_margins` (default: a new one)."""
+    from sklearn.metrics import roc_auc_score
+
+    margins = margins or make_margins(model, discount)
     parts = [margins(params, transitions["observation"][i:i + chunk], transitions["next_observation"][i:i + chunk],
                      transitions["action"][i:i + chunk], transitions["reward"][i:i + chunk])
              for i in range(0, len(transitions["action"]), chunk)]

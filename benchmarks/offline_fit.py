@@ -126,11 +126,12 @@ def fit(run: Path, updates: int, reports: int, overrides: list[str], seed: int =
         reader = fs.make_look(model, env.spec.num_actions, config.targets.discount)  # compiled once
         seen = fs.replay_transitions(learner.replay, config.targets, model.num_actions, env.spec.observation_scale,
                                      config.env.name)
+        margins = fs.make_margins(model, config.targets.discount)  # compiled once
 
         def look(params):
             found = fs.foresight(model, params, probe, config.targets.discount, reader)
             if seen is not None:
-                found.update(fs.replay_setback(model, params, seen, config.targets.discount))
+                found.update(fs.replay_setback(model, params, seen, config.targets.discount, margins))
             return found
     starts = start_targets(learner, config, env.spec.observation_scale)
     effective = effective_batch(learner.replay, config.schedule.batch_size)
