@@ -89,6 +89,21 @@ def test_metrics_report_every_term_and_floor(mlp):
     assert float(m["loss/policy"]) == pytest.approx(2 * np.log(A), rel=1e-4)
 
 
+def test_reward_coef_weighs_the_summed_reward_term_golden(mlp):
+    """A fresh model's reward distribution is uniform over the 2 * 10 + 1 bins of support 10, so each unrolled
+    step's reward cross-entropy is log 21 whatever the target: the thesis's term sums K = 5 of them (c^r = 1);
+    c^r = 1/K weighs each step's reward as the policy and value terms weigh theirs."""
+    model, params, shape = mlp
+    f = jax.jit(loss_fn, static_argnums=(1, 3))
+    thesis = f(params, model, _batch(shape), LearnerConfig())[1]["metrics"]
+    per_step = f(params, model, _batch(shape), LearnerConfig(reward_coef=1 / K))[1]["metrics"]
+    assert float(thesis["loss/reward"]) == pytest.approx(K * np.log(21), rel=1e-4)
+    assert float(per_step["loss/reward"]) == pytest.approx(np.log(21), rel=1e-4)
+    assert float(per_step["loss/policy"]) == pytest.approx(float(thesis["loss/policy"]), rel=1e-6)
+    with pytest.raises(ValueError, match="reward_coef"):
+        LearnerConfig(reward_coef=-1.0)
+
+
 def test_unroll_value_priority_golden(mlp):
     """A fresh model values every state 0, so the new priority is |G_t| (MuZero's root value error) or, with
     ``unroll_value``, the largest |G_{t+k}| over the unroll where the value is masked in."""

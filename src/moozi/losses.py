@@ -2,7 +2,7 @@
 
 L = [CE(p*_t, p^0) + 1/K sum_k CE(p*_{t+k}, p^k)]
   + c^v [CE(Phi(G_t), v^0) + 1/K sum_k CE(Phi(G_{t+k}), v^k)]
-  + sum_k CE(Phi(r_{t+k}), r^k)
+  + c^r sum_k CE(Phi(r_{t+k}), r^k)   (c^r = 1 in the thesis)
   + c^s cosine_distance(rho(x_t^1), sg(x_{t+1}^0))
   + c^d [||d(x_t^0) - o_t||^2 + ||d(x_t^1) - o_{t+1}||^2]   (optional, not the thesis's)
   + c^q CE(sg(softmax f_v(x_{t+1}^0)), v^1)   (optional, not the thesis's; v^1 read by a held f: value_consistency_into)
@@ -78,7 +78,7 @@ def _combine(policy, value, reward, value_mask, config: LearnerConfig):
     policy_term = policy[:, 0] + jnp.sum(policy[:, 1:], axis=1) / k
     value = value * value_mask
     value_term = config.value_coef * (value[:, 0] + jnp.sum(value[:, 1:], axis=1) / k)
-    reward_term = jnp.sum(reward[:, 1:], axis=1)
+    reward_term = config.reward_coef * jnp.sum(reward[:, 1:], axis=1)
     return policy_term, value_term, reward_term
 
 

@@ -174,6 +174,10 @@ class LearnerConfig:
     """Loss coefficients and optimiser (docs/architecture.md §6).
 
     value_coef: c^v; consistency_coef: c^s; l2_coef: c^{L2}.
+    reward_coef: c^r, the weight of the reward term, summed over the K
+      unrolled steps (1: the thesis's loss; 1/K weighs each step's reward as
+      the policy and value terms weigh theirs, as MuZero's gradient scale
+      does). Not the thesis's knob.
     reconstruction_coef: 0 (off) or the weight of an auxiliary loss (not the
       thesis's): the squared error, summed over the observation's elements,
       of the decoded initial hidden state against the stacked observation at
@@ -227,6 +231,7 @@ class LearnerConfig:
     """
 
     value_coef: float = 0.25
+    reward_coef: float = 1.0
     consistency_coef: float = 2.0
     reconstruction_coef: float = 0.0
     value_consistency_coef: float = 0.0
@@ -249,7 +254,7 @@ class LearnerConfig:
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "l2_coef"):
+        for name in ("value_coef", "reward_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "priority", self.priority, ("root_value", "unroll_value"))
