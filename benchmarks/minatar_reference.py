@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 
 def main(argv=None) -> dict:
@@ -40,6 +39,8 @@ def main(argv=None) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
+
+    from moozi.eval.evaluate import mean_interval
 
     if args.game == "space_invaders":
         env, params = gymnax.make("SpaceInvaders-MinAtar")  # minimal action set: 0 noop, 1 left, 2 right, 3 fire
@@ -94,10 +95,10 @@ def main(argv=None) -> dict:
 
     totals, moves = jax.jit(jax.vmap(game))(jax.random.split(jax.random.key(args.seed), args.games))
     totals, moves = np.asarray(totals), np.asarray(moves)
-    half = 1.96 * totals.std(ddof=1) / math.sqrt(len(totals)) if len(totals) > 1 else 0.0
+    mean, low, high = mean_interval(totals)
     out = {"game": f"gymnax:{env.name}", "horizon": args.horizon, "games": args.games,
-           "random_move_prob": args.random_move_prob, "seed": args.seed, "mean": round(float(totals.mean()), 2),
-           "ci95": [round(float(totals.mean() - half), 2), round(float(totals.mean() + half), 2)],
+           "random_move_prob": args.random_move_prob, "seed": args.seed, "mean": round(mean, 2),
+           "ci95": [round(low, 2), round(high, 2)],
            "min": float(totals.min()), "max": float(totals.max()), "moves_per_game": round(float(moves.mean()), 1),
            "rules_bound": bound}
     print(json.dumps(out))
