@@ -348,6 +348,21 @@ def test_ctrl_c_during_start_up_exits_quietly(after_s, tmp_path):
     assert "Traceback" not in err and "Exception ignored" not in err, err
 
 
+def test_ctrl_c_during_an_import_waits_for_the_import_to_end(tmp_path):
+    # Raised inside a compiled module's initialisation (jaxlib's, numpy's) a KeyboardInterrupt aborted or
+    # crashed the interpreter (CI: exit -6, "terminate called after throwing nanobind::python_error").
+    (tmp_path / "slow_module.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+        "for _ in range(20):\n    time.sleep(0.005)\nDONE = True\n")
+    script = ("import sys, time\nfrom moozi.cli.console import _catch_sigint\nrestore = _catch_sigint()\n"
+              "try:\n    import slow_module\n    time.sleep(30)\n    print('not interrupted')\n"
+              "except KeyboardInterrupt:\n    print('interrupted after the import:', slow_module.DONE)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO / 'src'}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "interrupted after the import: True", done.stdout + done.stderr
+
+
 def test_ctrl_c_with_environment_worker_processes(tmp_path):
     preset = _preset(tmp_path, env={"name": "catch:v0", "modules": ["catch"], "num_workers": 2},
                      schedule={"max_env_steps": 100000}, model={"support_size": 1})

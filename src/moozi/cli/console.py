@@ -150,7 +150,10 @@ def _log_console(console=None) -> None:
 
 def _catch_sigint():
     """Ctrl-C raises KeyboardInterrupt and is remembered: Python drops one raised inside a garbage-collector
-    callback (JAX has one), so start-up checks :func:`_check_interrupted` at its milestones. Returns the undo."""
+    callback (JAX has one), so start-up checks :func:`_check_interrupted` at its milestones. A Ctrl-C that
+    arrives while a module is being imported waits until the import is over (re-tried every
+    ``_IMPORT_RETRY_S`` by a timer): raised inside a compiled module's initialisation (numpy's, jaxlib's) it
+    can abort or crash the interpreter. Returns the undo."""
     import signal
     import threading
 
@@ -159,11 +162,20 @@ def _catch_sigint():
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = signal.getsignal(signal.SIGINT)
+    can_wait = hasattr(signal, "setitimer")
+    previous_alarm = signal.getsignal(signal.SIGALRM) if can_wait else None
 
     def on_sigint(signum, frame):
         global _interrupted
         _interrupted = True
+        if can_wait and _importing(frame):
+            signal.setitimer(signal.ITIMER_REAL, _IMPORT_RETRY_S)
+            return
         raise KeyboardInterrupt
+
+    def on_alarm(signum, frame):  # the retry of a Ctrl-C that came during an import
+        if _interrupted:
+            on_sigint(signum, frame)
 
     hook = sys.unraisablehook
 
@@ -172,13 +184,30 @@ def _catch_sigint():
             hook(unraisable)
 
     signal.signal(signal.SIGINT, on_sigint)
+    if can_wait:
+        signal.signal(signal.SIGALRM, on_alarm)
     sys.unraisablehook = quiet_interrupt
 
     def restore():
+        if can_wait:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_alarm)
         signal.signal(signal.SIGINT, previous)
         sys.unraisablehook = hook
 
     return restore
+
+
+_IMPORT_RETRY_S = 0.05
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (importlib's own frames are on the stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _check_interrupted() -> None:

@@ -6,7 +6,6 @@ import sys
 
 import moozi.cli.console as console
 from moozi.cli.console import _catch_sigint, _drop_console, _user_error
-from moozi.cli.parser import build_parser
 
 # Commands that compile nothing, so need not import JAX to point it at the compile cache.
 _NO_COMPILE = ("presets", "envs", "report", "curves")
@@ -14,6 +13,8 @@ _NO_COMPILE = ("presets", "envs", "report", "curves")
 
 def parse_args(argv: list[str] | None):
     """The command line parsed; KEY=VALUE overrides after an option (``--seed 3 a.b=1``) are overrides too."""
+    from moozi.cli.parser import build_parser  # here: main() takes over Ctrl-C before the commands are imported
+
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -27,16 +28,16 @@ def parse_args(argv: list[str] | None):
 def main(argv: list[str] | None = None) -> int:
     import logging
 
-    args = parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    sims = getattr(args, "simulations", None)
-    if sims is not None and min(sims if isinstance(sims, list) else [sims]) < 1:
-        print("moozi: --simulations must be >= 1", file=sys.stderr)
-        return 2
+    restore_sigint = _catch_sigint()  # before anything is imported: a Ctrl-C there waits for the import's end
     logger = logging.getLogger("moozi")
     propagate = logger.propagate
-    restore_sigint = _catch_sigint()
     try:
+        args = parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
+        sims = getattr(args, "simulations", None)
+        if sims is not None and min(sims if isinstance(sims, list) else [sims]) < 1:
+            print("moozi: --simulations must be >= 1", file=sys.stderr)
+            return 2
         if args.command not in _NO_COMPILE:
             from moozi import compile_cache
 
