@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print("moozi: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        if console._interrupted:  # a Ctrl-C inside an import surfaces as that module's ImportError: it is the interrupt
+        if console._interrupted:  # an interrupt a library turned into another error (no SIGALRM to wait with): still it
             print("moozi: interrupted", file=sys.stderr)
             return 130
         message = _user_error(err)
