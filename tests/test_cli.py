@@ -1,5 +1,6 @@
 """Smoke tests of every CLI command."""
 
+import re
 import subprocess
 import sys
 
@@ -20,17 +21,46 @@ def test_demo_rejects_bad_simulations(capsys):
 
 
 def test_demo_trains_evaluates_and_says_what_it_learned(tmp_path, capsys):
-    """`make demo`'s command, on a tiny budget (the default trains CartPole for two minutes)."""
+    """`make demo`'s command, on a tiny budget in env steps (the default trains CartPole for 300,000)."""
+    import yaml
+
     from tests.test_train_smoke import TINY
 
     run = tmp_path / "demo"
-    assert main(["demo", "--minutes", "1", "--episodes", "2", "--max-frames", "20", "--run-dir", str(run),
-                 *TINY]) == 0
+    assert main(["demo", "--env-steps", "200", "--episodes", "2", "--max-frames", "20", "--run-dir", str(run),
+                 *TINY]) == 0  # TINY's own schedule.max_env_steps=64 gives way to --env-steps
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "trained for 200 environment steps" in out
     assert "What it learned: the agent keeps the pole up for" in out and "over 2 episodes" in out
     for name in ("report.html", "demo.gif", "config.yaml", "metrics.jsonl"):
         assert (run / name).exists(), name
     assert f"run directory: {run}" in out and str(run / "demo.gif") in out
+    assert yaml.safe_load((run / "config.yaml").read_text())["schedule"]["max_env_steps"] == 200
+    env_steps = int(re.search(r"trained \d+ s: ([\d,]+) environment steps", out).group(1).replace(",", ""))
+    assert 200 <= env_steps < 200 + 16  # the epoch that crosses the budget ends the run (4 envs x 4 steps)
+
+
+def test_demo_budget_is_env_steps_unless_minutes_are_given():
+    from argparse import Namespace
+
+    from moozi.cli.demo import DEMO_ENV_STEPS, _budget
+
+    def budget(env_steps=None, minutes=None, overrides=()):
+        return _budget(Namespace(env_steps=env_steps, minutes=minutes, overrides=list(overrides)))
+
+    assert budget() == (DEMO_ENV_STEPS, None, None)
+    assert budget(minutes=2.0) == (None, 2.0, None)
+    assert budget(5000, 2.0) == (5000, 2.0, None)
+    assert budget(overrides=["schedule.max_env_steps=7000", "schedule.seed=1"]) == (7000, None, None)  # what is said
+    assert budget(5000, overrides=["schedule.max_env_steps=7000"]) == (5000, None, None)  # the flag wins
+    assert "--env-steps" in budget(0)[2] and "--minutes" in budget(minutes=0.0)[2]
+
+
+@pytest.mark.parametrize("flag", [["--env-steps", "-5"], ["--minutes", "0"], ["--episodes", "0"]])
+def test_demo_rejects_a_bad_budget_before_training(flag, tmp_path, capsys):
+    assert main(["demo", "--run-dir", str(tmp_path / "demo"), *flag]) == 2
+    assert flag[0] in capsys.readouterr().out
+    assert not (tmp_path / "demo").exists()
 
 
 def test_unknown_command_is_a_usage_error():

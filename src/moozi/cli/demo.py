@@ -11,6 +11,11 @@ import time
 from pathlib import Path
 
 DEMO_PRESET = "cartpole"
+# A budget in env steps, not minutes: a seed then makes the same run each time and every machine the same updates
+# (two minutes gave seed 0 91, 454 and 500 on one machine, as the updates they allowed varied). Seeds still differ:
+# over seeds 0-5, 300,000 steps held the pole 400-500 steps, 400,000 steps 406-500, two minutes 376-500.
+# docs/results/demo-budget.
+DEMO_ENV_STEPS = 300_000
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -28,9 +33,47 @@ def _fresh_run_dir(given: str | None) -> Path:
     return base
 
 
+_ENV_STEPS_KEY = "schedule.max_env_steps"
+
+
+def _overridden_env_steps(overrides: list[str]) -> int | None:
+    """The last ``schedule.max_env_steps=N`` among the user's overrides, if any (the config validates it)."""
+    found = None
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.strip() == _ENV_STEPS_KEY:
+            try:
+                found = int(value)
+            except ValueError:
+                found = None  # not a number: the config's own check names it
+    return found
+
+
+def _budget(args: argparse.Namespace) -> tuple[int | None, float | None, str | None]:
+    """``(env_steps, minutes, error)``: ``--env-steps``, else a ``schedule.max_env_steps`` override, else
+    :data:`DEMO_ENV_STEPS` when ``--minutes`` is not given either; ``--minutes``; or the message for a bad one."""
+    env_steps, minutes = args.env_steps, args.minutes
+    if env_steps is None:
+        env_steps = _overridden_env_steps(getattr(args, "overrides", []))
+    if env_steps is None and minutes is None:
+        env_steps = DEMO_ENV_STEPS
+    if env_steps is not None and env_steps < 1:
+        return None, None, f"--env-steps must be a positive number of environment steps, got {env_steps}"
+    if minutes is not None and not minutes > 0:
+        return None, None, f"--minutes must be > 0, got {minutes:g}"
+    return env_steps, minutes, None
+
+
+def _budget_words(env_steps: int | None, minutes: float | None) -> str:
+    words = [f"{env_steps:,} environment steps"] if env_steps is not None else []
+    if minutes is not None:
+        words.append(f"{minutes:g} minute(s), compiling included")
+    return " or ".join(words) + (", whichever ends first" if len(words) == 2 else "")
+
+
 def _train_demo(args: argparse.Namespace) -> int:
-    """CartPole trained for ``--minutes`` (compiling included), its last checkpoint played ``--episodes`` times,
-    one game drawn as a GIF and the run's report written; one summary of it all."""
+    """CartPole trained for ``--env-steps`` (or ``--minutes``, compiling included), its last checkpoint played
+    ``--episodes`` times, one game drawn as a GIF and the run's report written; one summary of it all."""
     from rich.console import Console
 
     from moozi.cli.train import _train, add_train_arguments
@@ -43,11 +86,17 @@ def _train_demo(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         console.print("moozi demo: --episodes must be >= 1")
         return 2
+    env_steps, minutes, error = _budget(args)
+    if error:
+        console.print(f"moozi demo: {error}")
+        return 2
     console.print(f"[bold]moozi demo[/bold]: CartPole (keep a pole upright on a moving cart; an episode lasts at most "
-                  f"500 steps) trained for {args.minutes:g} minute(s), compiling included, into {run_dir}")
+                  f"500 steps) trained for {_budget_words(env_steps, minutes)}, into {run_dir}")
     started = time.monotonic()
-    argv = ["train", "--preset", DEMO_PRESET, "--minutes", str(args.minutes), "--run-dir", str(run_dir),
-            "--seed", str(args.seed), *args.overrides]
+    budget = [f"{_ENV_STEPS_KEY}={env_steps}"] if env_steps is not None else []  # last: --env-steps wins
+    minutes_flag = ["--minutes", str(minutes)] if minutes is not None else []
+    argv = ["train", "--preset", DEMO_PRESET, "--run-dir", str(run_dir), "--seed", str(args.seed), *minutes_flag,
+            *args.overrides, *budget]
     parser = argparse.ArgumentParser(prog="moozi train")
     add_train_arguments(parser)
     train_args = parser.parse_args(argv[1:])

@@ -21,7 +21,7 @@ from moozi.cli.commands import (
     _tune,
     _watch,
 )
-from moozi.cli.demo import _demo
+from moozi.cli.demo import DEMO_ENV_STEPS, _demo
 from moozi.cli.train import _train, add_train_arguments
 
 
@@ -40,9 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
                                   "Start with `moozi demo`; `moozi COMMAND --help` says more.")
     parser.add_argument("--version", action="version", version=f"moozi {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="train CartPole for two minutes, evaluate it and say what it learned "
+    demo = sub.add_parser("demo", help="train CartPole for 300,000 environment steps (about two minutes on 2 cores), "
+                                       "evaluate it and say what it learned "
                                        "(--search: search tic-tac-toe positions with the exact model instead)")
-    demo.add_argument("--minutes", type=float, default=2.0, help="training time, compiling included (default 2)")
+    demo.add_argument("--env-steps", type=int, default=None,
+                      help=f"training budget in environment steps: the same run on any machine (default "
+                           f"{DEMO_ENV_STEPS:,} unless --minutes is given)")
+    demo.add_argument("--minutes", type=float, default=None,
+                      help="training budget in wall-clock minutes, compiling included, instead (with --env-steps too: "
+                           "whichever ends first); what a fixed time trains varies with the machine")
     demo.add_argument("--episodes", type=int, default=20, help="test episodes of the trained agent (default 20)")
     demo.add_argument("--run-dir", default=None, help="where the run goes (default: runs/demo, or runs/demo-N)")
     demo.add_argument("--max-frames", type=int, default=200, help="frames of the GIF at most (default 200)")
