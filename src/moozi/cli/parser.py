@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "evaluate it and say what it learned "
                                        "(--search: search tic-tac-toe positions with the exact model instead)")
     demo.add_argument("--env-steps", type=int, default=None,
-                      help=f"training budget in environment steps: the same run on any machine (default "
+                      help=f"training budget in environment steps: a seed makes the same run each time (default "
                            f"{DEMO_ENV_STEPS:,} unless --minutes is given)")
     demo.add_argument("--minutes", type=float, default=None,
                       help="training budget in wall-clock minutes, compiling included, instead (with --env-steps too: "
