@@ -37,16 +37,15 @@ _ENV_STEPS_KEY = "schedule.max_env_steps"
 
 
 def _overridden_env_steps(overrides: list[str]) -> int | None:
-    """The last ``schedule.max_env_steps=N`` among the user's overrides, if any (the config validates it)."""
-    found = None
-    for text in overrides:
-        key, _, value = text.partition("=")
-        if key.strip() == _ENV_STEPS_KEY:
-            try:
-                found = int(value)
-            except ValueError:
-                found = None  # not a number: the config's own check names it
-    return found
+    """``schedule.max_env_steps`` as the user's overrides set it (the config's own parser), if they do; a bad
+    override is left for the training's config check to name."""
+    from moozi.config import ConfigError, apply_overrides
+
+    try:
+        value = apply_overrides({}, overrides).get("schedule", {}).get("max_env_steps")
+    except (ConfigError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def _budget(args: argparse.Namespace) -> tuple[int | None, float | None, str | None]:
