@@ -161,3 +161,33 @@ def test_dynamics_heads_read_the_dynamics_states_only(kind):
         np.testing.assert_array_equal(shared[i], base[i])
     with pytest.raises(ValueError, match="dynamics_heads"):
         ModelConfig(dynamics_heads=1)
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_residual_dynamics_carries_the_state_through(kind):
+    import dataclasses
+
+    cfg, shape = CASES[kind]
+    cfg = dataclasses.replace(cfg, normalize_hidden=False)  # compare states as the dynamics makes them
+    off = build_model(cfg, shape, A)
+    on = build_model(dataclasses.replace(cfg, dynamics_residual=True), shape, A)
+    p_off, p_on = off.init(jax.random.key(0)), on.init(jax.random.key(0))
+    if kind == "resnet":  # off: the same params as before the option (old checkpoints load)
+        assert {"dyn_in", "dyn_norm"} <= set(p_off["params"]) and "dyn_action" not in p_off["params"]
+        assert "dyn_action" in p_on["params"] and "dyn_in" not in p_on["params"]
+    else:
+        assert jax.tree_util.tree_structure(p_off) == jax.tree_util.tree_structure(p_on)
+    hidden = jax.random.uniform(jax.random.key(1), (2, *on.initial_inference(p_on, jnp.ones((2, *shape))).hidden.shape[1:]))
+    action = jnp.array([1, 2])
+    with_trunk = lambda p, h: on.recurrent_inference(p, h, action).hidden  # noqa: E731
+    # With the trunk silenced (every weight 0), a residual dynamics returns the state it was given;
+    # the plain one forgets it.
+    zero = jax.tree_util.tree_map(jnp.zeros_like, p_on)
+    np.testing.assert_allclose(with_trunk(zero, hidden), jax.nn.relu(hidden) if kind == "resnet" else hidden, atol=1e-6)
+    zero_off = jax.tree_util.tree_map(jnp.zeros_like, p_off)
+    assert np.allclose(off.recurrent_inference(zero_off, hidden, action).hidden, 0.0, atol=1e-6)
+
+
+def test_residual_dynamics_is_validated():
+    with pytest.raises(ValueError, match="dynamics_residual"):
+        ModelConfig(dynamics_residual=1)

@@ -51,6 +51,12 @@ class ModelConfig:
       shared head must read a move's outcome the way it reads a real frame
       (Freeway: a hit is the chicken back at the bottom, which the dynamics
       would have to draw); its own head can read whatever the dynamics marks.
+    dynamics_residual: the next state is the current one carried through,
+      changed by what the action adds: ``resnet``: the state plus a 1x1
+      convolution of the action planes goes through the residual blocks
+      (the thesis code's layout; off, a 1x1 convolution of state and action
+      planes, normalised, makes a new state first); ``mlp``: the state plus
+      the dynamics trunk's output.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -70,6 +76,7 @@ class ModelConfig:
     decoder: bool = False
     global_pool: bool = False
     dynamics_heads: bool = False
+    dynamics_residual: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -84,7 +91,7 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads"):
+        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads", "dynamics_residual"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
 

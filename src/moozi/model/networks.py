@@ -101,8 +101,11 @@ class _ResNetModel(nn.Module):
         self.repr_in = nn.Conv(c.channels, (1, 1))
         self.repr_norm = nn.LayerNorm()
         self.repr_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.repr_blocks)]
-        self.dyn_in = nn.Conv(c.channels, (1, 1))
-        self.dyn_norm = nn.LayerNorm()
+        if c.dynamics_residual:
+            self.dyn_action = nn.Conv(c.channels, (1, 1), use_bias=False)
+        else:
+            self.dyn_in = nn.Conv(c.channels, (1, 1))
+            self.dyn_norm = nn.LayerNorm()
         self.dyn_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.dyn_blocks)]
         self.reward_head = _Head(c.head_hidden, n)
         self.pred_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.pred_blocks)]
@@ -133,7 +136,10 @@ class _ResNetModel(nn.Module):
         planes = jnp.broadcast_to(
             jax.nn.one_hot(action, self.num_actions)[:, None, None, :], (b, h, w, self.num_actions)
         )
-        x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
+        if self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
+            x = hidden + self.dyn_action(planes)
+        else:
+            x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
         for block in self.dyn_blocks:
             x = block(x)
         reward_logits = self.reward_head(x)
@@ -202,6 +208,8 @@ class _MLPModel(nn.Module):
     def dynamics(self, hidden, action):
         x = jnp.concatenate([hidden, jax.nn.one_hot(action, self.num_actions)], axis=-1)
         x = self.dyn_net(x)
+        if self.cfg.dynamics_residual:  # the state carried through; the trunk adds what the action changes
+            x = hidden + x
         return self._finish(x), self.reward_head(nn.relu(x))
 
     def _prediction_trunk(self, hidden):
