@@ -28,7 +28,7 @@ lint: $(STAMP)
 # slowest 2-core machine seen, 2026-11-27, with XLA's backend optimisations off for the tests (tests/conftest.py); 14.1
 # min with them on; 6.0 min on a faster one later that day, 630 tests from a fresh clone of 5d0bfb0; 16.3 min for 724
 # tests on an AMD EPYC family 25 model 1, 2026-11-30, before PBT's 138-s test moved to the extended tier; 16.9 min for
-# 743 there on 2026-12-01, 15.4 with --dist loadscope: a module's tests share one worker, so its module-scoped fixtures
+# 743 there on 2026-12-01, 14.9-15.4 with --dist loadscope: a module's tests share one worker, so its module-scoped fixtures
 # are built once). test-all adds the extended tier (8.6 min more).
 test: lint
 	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q -m "not extended"
