@@ -224,7 +224,7 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
 
 
 @pytest.mark.extended  # CI runs offline_fit.py on a single-player run (tests/test_long_runs.py); this one trains its own
-def test_the_connect_four_diagnosis_scripts_read_a_run(tmp_path, capsys):
+def test_the_connect_four_diagnosis_scripts_read_a_run(tmp_path):
     """The two diagnosis scripts of docs/results/connect4-alphazero-fix run on a tiny connect four run."""
     from tests.test_train_smoke import TINY
 
