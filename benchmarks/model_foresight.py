@@ -26,6 +26,10 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
   number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
   fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
 
+* with a q head (``model.q_head``, which the search's first step uses in place of the dynamics' ``r +
+  gamma v``): ``p_safe_above_fatal_q`` and ``q_gap_q``, the same ranking by the head's q, and
+  ``replay_auc_q`` on the replay (below);
+
 * with ``offline_fit.py --foresight`` in a game with a setback: ``replay_auc`` / ``replay_auc_real``
   (:func:`replay_setback`), the same question on the run's own replay, the data the model trains on
   (a model blind on random play may still see what it was trained on).
@@ -103,7 +107,8 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
 
 def make_look(model, actions: int, discount: float):
     """The jitted reader ``(params, history, next_observations [B, A, H, W, C]) -> (value, reward [B, A],
-    r + gamma v [B, A], decoded, real_value [B, A])``, ``decoded`` the newest frame of each action's decoded
+    r + gamma v [B, A], decoded, real_value [B, A], q_head [B, A])``, ``q_head`` the q head's values of the
+    moves (models with one; else 0), ``decoded`` the newest frame of each action's decoded
     next observation ``[B, A, H, W, C]`` (models with a decoder; else 0), ``real_value`` the value of each
     action's real next history (the representation of the game's frame, no dynamics); build it once and pass
     it to every :func:`foresight` call on the same model (a new one would compile again)."""
@@ -125,7 +130,8 @@ def make_look(model, actions: int, discount: float):
         real = [model.initial_inference(p, history_observation(
             history_push(history, next_observations[:, a], jnp.full(batch, a + 1, jnp.int32),
                          jnp.zeros(batch, bool)), model.num_actions)).value for a in range(actions)]
-        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded, jnp.stack(real, -1)
+        head = model.action_values(p, out.hidden)[1][:, 1:] if model.config.q_head else jnp.zeros(())
+        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded, jnp.stack(real, -1), head
 
     return look
 
@@ -171,11 +177,15 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
     mixed = fatal.any(-1) & ~fatal.all(-1)
     rewarded = true_reward != 0
     decoder = {}
+    if model.config.q_head:
+        head = np.concatenate([np.asarray(x[5]) for x in looked])[ok]
+        decoder = {"p_safe_above_fatal_q": safe_above_fatal(head[mixed], fatal[mixed]),
+                   "q_gap_q": safe_minus_fatal(head[mixed], fatal[mixed])}
     if model.config.decoder:
         decoded = np.concatenate([np.asarray(x[3]) > 0.5 for x in looked])[ok]
         frames = np.concatenate(probe["next_observations"])[ok] > 0.5
         wrong = (decoded != frames).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
-        decoder = {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
+        decoder |= {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
                    "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
     return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **decoder,
             "states_with_safe_and_fatal": int(mixed.sum()),
@@ -214,9 +224,9 @@ def replay_transitions(replay, target_config, num_actions: int, frame_scale: flo
 
 
 def make_margins(model, discount: float):
-    """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop)`` of
-    :func:`replay_setback`: the dynamics' margin of the best other move over the move taken, and the value's
-    real drop; build it once per model and pass it to every call (a new one would compile again)."""
+    """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop, q_margin)`` of
+    :func:`replay_setback`: the dynamics' margin of the best other move over the move taken, the value's
+    real drop, and the q head's margin (models with one; else 0); build it once per model and pass it to every call (a new one would compile again)."""
     actions = model.num_actions - 1
 
     @jax.jit
@@ -227,7 +237,12 @@ def make_margins(model, discount: float):
         taken = jnp.take_along_axis(qs, (action - 1)[:, None], -1)[:, 0]
         other = jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, qs).max(-1)
         real = model.initial_inference(p, nxt)
-        return other - taken, out.value - (reward + discount * real.value)
+        head = jnp.zeros(())
+        if model.config.q_head:  # the same margin by the q head
+            q = model.action_values(p, out.hidden)[1][:, 1:]
+            head = jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, q).max(-1) - \
+                jnp.take_along_axis(q, (action - 1)[:, None], -1)[:, 0]
+        return other - taken, out.value - (reward + discount * real.value), head
 
     return margins
 
@@ -251,6 +266,9 @@ def replay_setback(model, params, transitions: dict, discount: float, margins=No
     if 0 < hit.sum() < len(hit):
         found.update(replay_auc=round(float(roc_auc_score(hit, dyn)), 3),
                      replay_auc_real=round(float(roc_auc_score(hit, real)), 3))
+        if model.config.q_head:
+            head = np.concatenate([np.asarray(x[2]) for x in parts])
+            found["replay_auc_q"] = round(float(roc_auc_score(hit, head)), 3)
     return found
 
 

@@ -181,8 +181,12 @@ def test_model_foresight_golden():
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
 
-        def __init__(self, decoder):
-            self.config = SimpleNamespace(decoder=decoder)
+        def __init__(self, decoder, q_head=False):
+            self.config = SimpleNamespace(decoder=decoder, q_head=q_head)
+
+        def action_values(self, params, hidden):  # the q head: move 1 worth the state's index, move 2 one less
+            index = jnp.arange(hidden.shape[0], dtype=jnp.float32)
+            return None, jnp.stack([0 * index, index, 1 - index], -1)
 
         def initial_inference(self, params, obs):  # obs [B, 1, 1, 4]: channel 0 is the newest frame
             return SimpleNamespace(value=2.0 * obs[:, 0, 0, 0], hidden=obs)
@@ -220,6 +224,11 @@ def test_model_foresight_golden():
     # dark against lit (both wrong).
     out = fs.foresight(Stub(decoder=True), None, probe, discount=0.9)
     assert out["decoded_cells_wrong_fatal"] == 0.5 and out["decoded_cells_wrong_safe"] == 1.0
+    assert "p_safe_above_fatal_q" not in out
+    # The q head ranks by its own q: state 0 safe move 1 (0) below fatal move 2 (1), state 1 safe move 2 (0)
+    # below fatal move 1 (1): both wrong, each by 1; the dynamics' measures are as before.
+    out = fs.foresight(Stub(decoder=False, q_head=True), None, probe, discount=0.9)
+    assert out["p_safe_above_fatal_q"] == 0.0 and out["q_gap_q"] == -1.0 and out["p_safe_above_fatal"] == 0.5
 
 
 def test_replay_setback_golden():
@@ -239,6 +248,12 @@ def test_replay_setback_golden():
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
 
+        def __init__(self, q_head=False):
+            self.config = SimpleNamespace(q_head=q_head)
+
+        def action_values(self, params, hidden):  # move 1 worth 1 - channel 1, move 2 0.5
+            return None, jnp.stack([0 * hidden[:, 0, 0, 1], 1 - hidden[:, 0, 0, 1], 0.5 + 0 * hidden[:, 0, 0, 1]], -1)
+
         def initial_inference(self, params, obs):
             return SimpleNamespace(value=obs[:, 0, 0, 0], hidden=obs)
 
@@ -252,6 +267,10 @@ def test_replay_setback_golden():
                    "reward": np.zeros(4, np.float32), "hit": np.array([True, False, False, True])}
     out = _bench("model_foresight").replay_setback(Stub(), None, transitions, discount=1.0)
     assert out == {"replay_transitions": 4, "replay_setbacks": 2, "replay_auc": 0.75, "replay_auc_real": 1.0}
+    # The q head's margins of the best other move over the move taken: hit 0 (took 1: 0.8; 0.5) -0.3, safe 1
+    # (0.1; 0.5) 0.4, safe 2 (took 2: 0.5; 0.3) -0.2, hit 3 (0.4; 0.5) 0.1: hits above safe in 1 of 4 pairs.
+    out = _bench("model_foresight").replay_setback(Stub(q_head=True), None, transitions, discount=1.0)
+    assert out["replay_auc_q"] == 0.25 and out["replay_auc"] == 0.75
 
 
 def test_freeway_setback_golden():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from moozi.config import LearnerConfig, ModelConfig
-from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, scale_gradient, squared_error
+from moozi.losses import (cosine_distance, cross_entropy, entropy, loss_fn, q_head_term, scale_gradient,
+                          squared_error)
 from moozi.model.networks import build_model
 from moozi.types import Batch, Targets
 from moozi.update import init_train_state, learning_rate_schedule, make_update_fn
@@ -155,6 +156,38 @@ def test_zero_consistency_coef_drops_the_term_and_keeps_gradients_finite(mlp):
     grads, aux = jax.jit(lambda p, b: jax.grad(loss_fn, has_aux=True)(p, model, b, cfg))(zeroed, _batch(shape))
     assert float(aux["metrics"]["loss/consistency"]) == 0.0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
+
+
+def test_q_head_term_golden():
+    """The q head's term is the cross-entropy of the taken move's q logits against the value target's
+    support probabilities: row 0 took move 1, whose q distribution is (1/4, 1/4, 1/2), against the target
+    (1/2, 1/2, 0): log 4; row 1 took the dummy (past the episode's end) and row 2 has no value target: 0."""
+    q = np.full((3, 3, 3), np.log(1 / 3), np.float32)
+    q[0, 1] = np.log([0.25, 0.25, 0.5])
+    target = np.array([[0.5, 0.5, 0.0]] * 3, np.float32)
+    out = q_head_term(jnp.asarray(q), jnp.array([1, 0, 2]), jnp.asarray(target), jnp.array([1.0, 1.0, 0.0]))
+    np.testing.assert_allclose(out, [np.log(4.0), 0.0, 0.0], rtol=1e-6)
+
+
+def test_q_head_adds_its_term_to_the_loss(mlp):
+    """A fresh q head predicts a uniform distribution over the 21 bins of support 10, so its term is
+    ``q_coef * log 21`` for each sample whose first move is a real one (the batch's dummies count 0), and
+    it adds to the total; a model without the head has no such term."""
+    cfg, shape = MODELS["mlp"]
+    model = build_model(dataclasses.replace(cfg, q_head=True), shape, A)
+    params = model.init(jax.random.key(0))
+    batch = _batch(shape)
+    real = float(np.mean(np.asarray(batch.targets.actions[:, 0]) > 0))
+    assert 0 < real < 1  # the batch has both
+    f = jax.jit(loss_fn, static_argnums=(1, 3))
+    m = f(params, model, batch, LearnerConfig(q_coef=0.5))[1]["metrics"]
+    assert float(m["loss/q"]) == pytest.approx(0.5 * real * np.log(21), rel=1e-4)
+    parts = sum(float(m[k]) for k in ("loss/policy", "loss/value", "loss/reward", "loss/consistency", "loss/l2",
+                                      "loss/q"))
+    assert float(m["loss/total"]) == pytest.approx(parts, rel=1e-5)
+    assert "loss/q" not in f(mlp[1], mlp[0], batch, LearnerConfig())[1]["metrics"]
+    with pytest.raises(ValueError, match="q_coef"):
+        LearnerConfig(q_coef=-1.0)
 
 
 def test_squared_error_golden():

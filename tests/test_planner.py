@@ -117,3 +117,46 @@ def test_gumbel_value_scale_golden(rescale, floor, p_better):
                         rescale_values=rescale, min_value_range=floor)
     out = search(None, jax.random.key(0), root, step, jnp.ones((1, 2), bool), cfg, discount=1.0, two_player=False)
     np.testing.assert_allclose(out.root_policy[0], [0.0, 1 - p_better, p_better], atol=1e-5)
+
+
+def test_q_head_search_takes_the_heads_values_at_the_root():
+    """With ``model.q_head`` the search's first step backs up the head's q for each root move, in one- and
+    two-player search: three simulations visit each of three legal moves once, so the root's Q-values are
+    the head's own."""
+    model = build_model(ModelConfig(kind="mlp", mlp_hidden=(16,), mlp_embedding=8, head_hidden=8, support_size=5,
+                                    q_head=True), (1, 1, 6), 4)
+    params = model.init(jax.random.key(0))
+    out_layer = params["params"]["q_out"]["Dense_1"]  # zero at init: give the moves different values
+    out_layer["kernel"] = jax.random.normal(jax.random.key(1), out_layer["kernel"].shape)
+    obs = jax.random.normal(jax.random.key(2), (2, 1, 1, 6))
+    q = np.asarray(model.action_values(params, model.initial_inference(params, obs).hidden)[1])
+    assert np.ptp(q[:, 1:]) > 0.1
+    cfg = PlannerConfig(kind="gumbel", num_simulations=3, max_num_considered_actions=3, gumbel_scale=0.0)
+    for two_player in (False, True):
+        _, tree = jax.jit(lambda p, k, o, two=two_player: plan(model, p, k, o, jnp.ones((2, 3), bool), cfg,
+                                                               discount=0.9, two_player=two, return_tree=True))(
+            params, jax.random.key(3), obs)
+        np.testing.assert_allclose(np.asarray(tree.qvalues(jnp.zeros(2, jnp.int32)))[:, 1:], q[:, 1:], rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_learned_q_step_golden():
+    """From the root the step's reward is q(s, a) - gamma v(s') (so r + gamma v(s') is the head's q, and what
+    deeper visits find about v(s') still adds to it); below the root it is the dynamics' own reward."""
+    from types import SimpleNamespace
+
+    from moozi.planner import learned_q_step
+
+    class Stub:
+        def recurrent_inference(self, params, hidden, action):
+            return SimpleNamespace(hidden=hidden + 1, reward=jnp.full(action.shape, 0.5),
+                                   value=jnp.full(action.shape, 2.0), policy_logits=jnp.zeros((action.shape[0], 3)))
+
+    q = jnp.array([[0.0, 1.0, 3.0], [0.0, 1.0, 3.0]])
+    step = learned_q_step(Stub(), -0.9)  # a two-player search's signed discount
+    out = step(None, (jnp.zeros((2, 1)), q, jnp.array([1.0, 0.0])), jnp.array([2, 1]))
+    np.testing.assert_allclose(out.reward, [3.0 + 0.9 * 2.0, 0.5])
+    np.testing.assert_allclose(out.value, [2.0, 2.0])
+    hidden, child_q, at_root = out.embedding
+    np.testing.assert_allclose(hidden, [[1.0], [1.0]])
+    assert not np.any(np.asarray(at_root)) and not np.any(np.asarray(child_q))

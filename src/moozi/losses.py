@@ -82,6 +82,18 @@ def _combine(policy, value, reward, value_mask, config: LearnerConfig):
     return policy_term, value_term, reward_term
 
 
+def q_head_term(q_logits, action, target_probs, mask):
+    """The q head's term ``[B]``: the cross-entropy of the taken move's q logits against the position's value
+    target (the n-step return that followed the move), where that target exists and a real move was taken.
+
+    ``q_logits [B, A, bins]``, ``action [B]`` augmented (the dummy 0 past the episode's end),
+    ``target_probs [B, bins]`` (the support's two-hot of G_t), ``mask [B]`` the value mask of step 0.
+    """
+    taken = jnp.take_along_axis(q_logits, action[:, None, None], axis=1)[:, 0]  # [B, bins]
+    real_move = (action > 0).astype(jnp.float32)
+    return cross_entropy(target_probs, taken) * mask * real_move
+
+
 def check_batch(model: Model, batch: Batch) -> None:
     """Raise a clear error if the batch does not fit the model (shapes, support size)."""
     t = batch.targets
@@ -126,6 +138,11 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     reward_logits = [out.reward_logits]
     first_value = out.value
     hidden = out.hidden
+    q_term = q_floor = jnp.zeros(t.value.shape[:1])
+    if model.config.q_head:
+        q_term = config.q_coef * q_head_term(model.action_values(params, hidden)[0], t.actions[:, 0],
+                                             value_probs[:, 0], t.value_mask[:, 0])
+        q_floor = config.q_coef * entropy(value_probs[:, 0]) * t.value_mask[:, 0] * (t.actions[:, 0] > 0)
     consistency = jnp.zeros(t.value.shape[:1])
     reconstruct = config.reconstruction_coef > 0 and k_steps > 0
     value_consistency = jnp.zeros(t.value.shape[:1])
@@ -170,7 +187,7 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     q = config.value_consistency_coef * value_consistency
     w = batch.weights
     l2 = l2_norm_squared(params)
-    data_loss = jnp.mean(w * (p + v + r + c + d + q))
+    data_loss = jnp.mean(w * (p + v + r + c + d + q + q_term))
     loss = data_loss + config.l2_coef * l2
     metrics = {
         "loss/total": loss,
@@ -179,8 +196,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         "loss/reward": jnp.mean(w * r),
         "loss/consistency": jnp.mean(w * c),
         "loss/l2": config.l2_coef * l2,
-        "loss/floor": jnp.mean(w * (fp + fv + fr)),
-        "loss/excess": data_loss - jnp.mean(w * (fp + fv + fr)),
+        "loss/floor": jnp.mean(w * (fp + fv + fr + q_floor)),
+        "loss/excess": data_loss - jnp.mean(w * (fp + fv + fr + q_floor)),
         # Targets the support cannot represent are clipped to its edge (moozi warns: docs/custom-game.md).
         "targets/value_outside_support": jnp.sum(outside_support(t.value, support, transform) * t.value_mask)
         / jnp.maximum(jnp.sum(t.value_mask), 1.0),
@@ -188,6 +205,8 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     }
     if reconstruct:
         metrics["loss/reconstruction"] = jnp.mean(w * d)
+    if model.config.q_head:
+        metrics["loss/q"] = jnp.mean(w * q_term)
     if config.value_consistency_coef > 0 and k_steps > 0:
         metrics["loss/value_consistency"] = jnp.mean(w * q)
     # Each term at each unroll step k (cross-entropies before the coefficients): where the model is wrong.

@@ -57,6 +57,15 @@ class ModelConfig:
       (the thesis code's layout; off, a 1x1 convolution of state and action
       planes, normalised, makes a new state first); ``mlp``: the state plus
       the dynamics trunk's output.
+    q_head: a head on the representation's state that predicts each move's
+      return, trained on the n-step target of the move taken (``learner.q_coef``;
+      not the thesis's). The search's first step then takes it as each root
+      move's value (a child's value is set so that its reward plus the
+      discounted value is the head's q); deeper steps are the dynamics' as
+      before. For games where the real frames show what a move leads to but
+      the dynamics does not learn it (Freeway: the value of the real next
+      frame ranks a car's hit right, the dynamics' first step does not).
+      Learned dynamics only.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -77,6 +86,7 @@ class ModelConfig:
     global_pool: bool = False
     dynamics_heads: bool = False
     dynamics_residual: bool = False
+    q_head: bool = False
 
     def __post_init__(self):
         o = "model"
@@ -91,9 +101,13 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads", "dynamics_residual"):
+        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads", "dynamics_residual",
+                     "q_head"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
+        if self.q_head and self.dynamics == "simulator":
+            _fail(o, "q_head", self.q_head, "false with model.dynamics = simulator (AlphaZero mode searches the "
+                  "game itself, so there is no learned first step for the head to replace)")
 
     @property
     def num_bins(self) -> int:
@@ -200,6 +214,10 @@ class LearnerConfig:
       fixed in that term, so the dynamics must move its state to where the
       head reads the real next value; the head cannot meet the target by
       flattening, which a large coefficient did to Freeway's value).
+    q_coef: the weight of the ``model.q_head`` term (used only with that head):
+      the cross-entropy of the head's q of the move taken against the
+      position's n-step value target G_t (the return that followed the move),
+      like the value term's first step.
     priority: what a sampled position's new replay priority is: ``"root_value"``
       (MuZero: ``|v^0 - G_t|``, the representation's value error) or
       ``"unroll_value"`` (the largest ``|v^k - G_{t+k}|`` over the unroll,
@@ -243,6 +261,7 @@ class LearnerConfig:
     reconstruction_coef: float = 0.0
     value_consistency_coef: float = 0.0
     value_consistency_into: Literal["model", "dynamics"] = "model"
+    q_coef: float = 1.0
     priority: Literal["root_value", "unroll_value"] = "root_value"
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
@@ -261,7 +280,8 @@ class LearnerConfig:
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "reward_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "l2_coef"):
+        for name in ("value_coef", "reward_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "q_coef",
+                     "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "priority", self.priority, ("root_value", "unroll_value"))

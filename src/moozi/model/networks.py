@@ -11,7 +11,9 @@ With ``model.decoder`` a decoder d maps a hidden state back to the stacked obser
 for (an auxiliary loss, ``learner.reconstruction_coef``): it makes the dynamics carry what the
 value alone does not reward it for (e.g. a car sending Freeway's chicken back). Search never uses it.
 With ``model.dynamics_heads`` the states the dynamics predicts are read by value and policy heads of
-their own (``predict_next``); the representation's keep the shared ones (``predict``).
+their own (``predict_next``); the representation's keep the shared ones (``predict``). With ``model.q_head``
+a head reads each move's return from a representation's state (``predict_q``), which the search's first
+step uses (:func:`moozi.planner.plan`).
 
 LayerNorm replaces BatchNorm so the model is a pure function of its parameters
 (no running statistics to thread through acting, search and training).
@@ -114,6 +116,8 @@ class _ResNetModel(nn.Module):
         if c.dynamics_heads:
             self.next_value_head = _Head(c.head_hidden, n)
             self.next_policy_head = _Head(c.head_hidden, self.num_actions)
+        if c.q_head:
+            self.q_out = _Head(c.head_hidden, self.num_actions * n)
         self.proj_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.proj_blocks)]
         if c.decoder:
             self.decoder_block = _ResBlock(c.channels, c.global_pool)
@@ -162,6 +166,11 @@ class _ResNetModel(nn.Module):
         x = self._prediction_trunk(hidden)
         return self.next_value_head(x), self.next_policy_head(x)
 
+    def predict_q(self, hidden):
+        """Each move's return from a representation's state (``model.q_head``): ``[B, A, bins]`` logits."""
+        out = self.q_out(self._prediction_trunk(hidden))
+        return out.reshape(out.shape[0], self.num_actions, -1)
+
     def project(self, hidden):
         x = hidden
         for block in self.proj_blocks:
@@ -170,6 +179,8 @@ class _ResNetModel(nn.Module):
 
     def __call__(self, obs, action):
         hidden = self.represent(obs)
+        if self.cfg.q_head:
+            self.predict_q(hidden)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
         self.predict_next(nxt)
@@ -195,6 +206,8 @@ class _MLPModel(nn.Module):
         if c.dynamics_heads:
             self.next_value_head = _Head(c.head_hidden, n)
             self.next_policy_head = _Head(c.head_hidden, self.num_actions)
+        if c.q_head:
+            self.q_out = _Head(c.head_hidden, self.num_actions * n)
         self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding)
         if c.decoder:
             self.decoder_net = _MLP(c.mlp_hidden[:1], self.observation_size)
@@ -226,6 +239,11 @@ class _MLPModel(nn.Module):
         x = self._prediction_trunk(hidden)
         return self.next_value_head(x), self.next_policy_head(x)
 
+    def predict_q(self, hidden):
+        """Each move's return from a representation's state (``model.q_head``): ``[B, A, bins]`` logits."""
+        out = self.q_out(self._prediction_trunk(hidden))
+        return out.reshape(out.shape[0], self.num_actions, -1)
+
     def project(self, hidden):
         return self.proj_net(hidden)
 
@@ -234,6 +252,8 @@ class _MLPModel(nn.Module):
 
     def __call__(self, obs, action):
         hidden = self.represent(obs)
+        if self.cfg.q_head:
+            self.predict_q(hidden)
         nxt, _ = self.dynamics(hidden, action)
         self.predict(nxt)
         self.predict_next(nxt)
@@ -359,6 +379,14 @@ class Model:
 
         nxt, value_logits, reward_logits, policy_logits = self.module.apply(params, hidden, action, method=fn)
         return self._output(nxt, value_logits, reward_logits, policy_logits)
+
+    def action_values(self, params, hidden):
+        """The q head (``model.q_head`` only): a representation's hidden ``[B, ...]`` -> ``(logits [B, A, bins],
+        q [B, A])``, each augmented move's return from the player to move's point of view."""
+        if not self.config.q_head:
+            raise ValueError("the model has no q head: set model.q_head = true")
+        logits = self.module.apply(params, hidden, method="predict_q")
+        return logits, logits_to_scalar(logits, self.config.value_transform)
 
     def projection(self, params, hidden):
         """rho: hidden ``[B, ...]`` -> ``[B, D]`` flat projection (D = hidden size)."""
