@@ -226,7 +226,8 @@ def replay_transitions(replay, target_config, num_actions: int, frame_scale: flo
 def make_margins(model, discount: float):
     """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop, q_margin)`` of
     :func:`replay_setback`: the dynamics' margin of the best other move over the move taken, the value's
-    real drop, and the q head's margin (models with one; else 0); build it once per model and pass it to every call (a new one would compile again)."""
+    real drop, and the q head's margin (models with one; else 0); build it once per model and pass it to every
+    call (a new one would compile again)."""
     actions = model.num_actions - 1
 
     @jax.jit

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from moozi.config import LearnerConfig, ModelConfig
-from moozi.losses import (cosine_distance, cross_entropy, entropy, loss_fn, q_head_term, scale_gradient,
-                          squared_error)
+from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, q_head_term, scale_gradient, squared_error
 from moozi.model.networks import build_model
 from moozi.types import Batch, Targets
 from moozi.update import init_train_state, learning_rate_schedule, make_update_fn
