@@ -176,18 +176,18 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
     q_real = true_reward + discount * np.where(probe["terminal"][ok], 0.0, real)
     mixed = fatal.any(-1) & ~fatal.all(-1)
     rewarded = true_reward != 0
-    decoder = {}
+    extra = {}  # the q head's and the decoder's measures, for models with them
     if model.config.q_head:
         head = np.concatenate([np.asarray(x[5]) for x in looked])[ok]
-        decoder = {"p_safe_above_fatal_q": safe_above_fatal(head[mixed], fatal[mixed]),
-                   "q_gap_q": safe_minus_fatal(head[mixed], fatal[mixed])}
+        extra = {"p_safe_above_fatal_q": safe_above_fatal(head[mixed], fatal[mixed]),
+                 "q_gap_q": safe_minus_fatal(head[mixed], fatal[mixed])}
     if model.config.decoder:
         decoded = np.concatenate([np.asarray(x[3]) > 0.5 for x in looked])[ok]
         frames = np.concatenate(probe["next_observations"])[ok] > 0.5
         wrong = (decoded != frames).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
-        decoder |= {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
-                   "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
-    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **decoder,
+        extra |= {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
+                  "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
+    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **extra,
             "states_with_safe_and_fatal": int(mixed.sum()),
             "p_safe_above_fatal": safe_above_fatal(q[mixed], fatal[mixed]),
             "p_safe_above_fatal_real": safe_above_fatal(q_real[mixed], fatal[mixed]),
@@ -235,15 +235,13 @@ def make_margins(model, discount: float):
         out = model.initial_inference(p, obs)
         qs = jnp.stack([(lambda s: s.reward + discount * s.value)(model.recurrent_inference(
             p, out.hidden, jnp.full(action.shape, a + 1, jnp.int32))) for a in range(actions)], -1)
-        taken = jnp.take_along_axis(qs, (action - 1)[:, None], -1)[:, 0]
-        other = jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, qs).max(-1)
+        def margin(q):  # the best other move's q minus the taken move's, q [B, moves]
+            taken = jnp.take_along_axis(q, (action - 1)[:, None], -1)[:, 0]
+            return jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, q).max(-1) - taken
+
         real = model.initial_inference(p, nxt)
-        head = jnp.zeros(())
-        if model.config.q_head:  # the same margin by the q head
-            q = model.action_values(p, out.hidden)[1][:, 1:]
-            head = jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, q).max(-1) - \
-                jnp.take_along_axis(q, (action - 1)[:, None], -1)[:, 0]
-        return other - taken, out.value - (reward + discount * real.value), head
+        head = margin(model.action_values(p, out.hidden)[1][:, 1:]) if model.config.q_head else jnp.zeros(())
+        return margin(qs), out.value - (reward + discount * real.value), head
 
     return margins
 

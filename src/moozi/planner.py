@@ -92,6 +92,11 @@ def learned_q_step(model, gamma: float) -> StepFn:
     return step
 
 
+def signed_discount(discount: float, two_player: bool) -> float:
+    """The search's discount between plies: ``-gamma`` in two-player zero-sum games (values flip sides)."""
+    return -discount if two_player else discount
+
+
 def root_invalid_actions(legal_actions) -> Array:
     """Invalid-action mask over augmented actions at a real root.
 
@@ -173,7 +178,7 @@ def search(
             f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)"
         )
     invalid = root_invalid_actions(legal_actions)
-    gamma = -discount if two_player else discount
+    gamma = signed_discount(discount, two_player)
 
     def recurrent_fn(p, key, action, embedding):
         del key
@@ -233,7 +238,7 @@ def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, 
     ``model.q_head`` the root's moves take the head's values (:func:`learned_q_step`)."""
     if model.config.q_head:
         root = learned_q_root(model, params, observation)
-        step = learned_q_step(model, -discount if two_player else discount)
+        step = learned_q_step(model, signed_discount(discount, two_player))
     else:
         root, step = learned_root(model, params, observation), learned_step(model)
     return search(
