@@ -190,3 +190,35 @@ def test_residual_dynamics_carries_the_state_through(kind):
 def test_residual_dynamics_is_validated():
     with pytest.raises(ValueError, match="dynamics_residual"):
         ModelConfig(dynamics_residual=1)
+
+
+def test_action_kernels_let_one_move_shift_the_state():
+    """``dynamics_action = kernels``: each move has its own 3x3 first convolution (golden, hand-set kernels)."""
+    import dataclasses
+
+    cfg, shape = CASES["resnet"]
+    cfg = dataclasses.replace(cfg, dyn_blocks=0, normalize_hidden=False, dynamics_residual=True,
+                              dynamics_action="kernels")
+    model = build_model(cfg, shape, A)
+    params = model.init(jax.random.key(0))
+    assert params["params"]["dyn_kernels"]["kernel"].shape == (3, 3, 8, A * 8)
+    # Move 1's kernel copies each channel from the row above (tap [0, 1]); every other move's is zero.
+    kernel = np.zeros((3, 3, 8, A, 8), np.float32)
+    kernel[0, 1, :, 1, :] = np.eye(8)
+    params = jax.tree_util.tree_map(lambda x: x, params)
+    params["params"]["dyn_kernels"] = {"kernel": jnp.asarray(kernel.reshape(3, 3, 8, A * 8)),
+                                       "bias": jnp.zeros((A * 8,))}
+    hidden = jax.random.uniform(jax.random.key(1), (2, 5, 5, 8))
+    out = model.recurrent_inference(params, hidden, jnp.array([1, 2])).hidden
+    shifted = np.concatenate([np.zeros((1, 5, 8)), np.asarray(hidden[0, :-1])], axis=0)  # row y gets row y - 1
+    np.testing.assert_allclose(out[0], np.asarray(hidden[0]) + shifted, atol=1e-6)  # residual: state + move's conv
+    np.testing.assert_allclose(out[1], hidden[1], atol=1e-6)  # move 2's kernel is zero: the state carried through
+    plain = build_model(dataclasses.replace(cfg, dynamics_residual=False), shape, A).init(jax.random.key(0))
+    assert {"dyn_kernels", "dyn_norm"} <= set(plain["params"]) and "dyn_in" not in plain["params"]
+
+
+def test_action_kernels_are_validated():
+    with pytest.raises(ValueError, match="dynamics_action"):
+        ModelConfig(dynamics_action="bias")
+    with pytest.raises(ValueError, match="dynamics_action"):
+        ModelConfig(kind="mlp", dynamics_action="kernels")

@@ -66,6 +66,15 @@ class ModelConfig:
       the dynamics does not learn it (Freeway: the value of the real next
       frame ranks a car's hit right, the dynamics' first step does not).
       Learned dynamics only.
+    dynamics_action: how a move enters the ``resnet`` dynamics. ``"planes"``
+      (the thesis's): one-hot action planes stacked on the state, so a move
+      adds the same bias at every cell of the first convolution, and anything
+      a move does differently near a car must come out of the ReLUs after
+      it. ``"kernels"``: each move has a 3x3 first convolution of its own
+      (multiplicative conditioning, as in Oh et al. 2015's action-conditional
+      video prediction), so a move can shift what it moves (Freeway's chicken
+      a row up) and read what lies there in one layer. With
+      ``dynamics_residual`` the move's convolution is added to the state.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -87,12 +96,16 @@ class ModelConfig:
     dynamics_heads: bool = False
     dynamics_residual: bool = False
     q_head: bool = False
+    dynamics_action: Literal["planes", "kernels"] = "planes"
 
     def __post_init__(self):
         o = "model"
         _choice(o, "kind", self.kind, ("resnet", "mlp"))
         _choice(o, "dynamics", self.dynamics, ("learned", "simulator"))
         _choice(o, "value_transform", self.value_transform, ("phi", "identity"))
+        _choice(o, "dynamics_action", self.dynamics_action, ("planes", "kernels"))
+        if self.dynamics_action == "kernels" and self.kind != "resnet":
+            _fail(o, "dynamics_action", self.dynamics_action, "planes with model.kind = mlp (kernels are convolutions)")
         for name in ("channels", "head_hidden", "mlp_embedding", "support_size"):
             _positive_int(o, name, getattr(self, name))
         for name in ("repr_blocks", "dyn_blocks", "pred_blocks", "proj_blocks"):

@@ -103,7 +103,11 @@ class _ResNetModel(nn.Module):
         self.repr_in = nn.Conv(c.channels, (1, 1))
         self.repr_norm = nn.LayerNorm()
         self.repr_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.repr_blocks)]
-        if c.dynamics_residual:
+        if c.dynamics_action == "kernels":  # a 3x3 convolution per move, all computed, the move's kept
+            self.dyn_kernels = nn.Conv(c.channels * self.num_actions, (3, 3))
+            if not c.dynamics_residual:
+                self.dyn_norm = nn.LayerNorm()
+        elif c.dynamics_residual:
             self.dyn_action = nn.Conv(c.channels, (1, 1), use_bias=False)
         else:
             self.dyn_in = nn.Conv(c.channels, (1, 1))
@@ -137,10 +141,13 @@ class _ResNetModel(nn.Module):
 
     def dynamics(self, hidden, action):
         b, h, w, _ = hidden.shape
-        planes = jnp.broadcast_to(
-            jax.nn.one_hot(action, self.num_actions)[:, None, None, :], (b, h, w, self.num_actions)
-        )
-        if self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
+        one_hot = jax.nn.one_hot(action, self.num_actions)
+        planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, self.num_actions))
+        if self.cfg.dynamics_action == "kernels":
+            per_move = self.dyn_kernels(hidden).reshape(b, h, w, self.num_actions, -1)
+            moved = jnp.einsum("bhwac,ba->bhwc", per_move, one_hot)
+            x = hidden + moved if self.cfg.dynamics_residual else nn.relu(self.dyn_norm(moved))
+        elif self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
             x = hidden + self.dyn_action(planes)
         else:
             x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
