@@ -3,7 +3,8 @@
 Two families share one interface (:class:`Model`):
 
 * ``resnet`` (thesis layout, image observations ``[H, W, C']``): 1x1 conv to
-  ``channels`` + residual blocks for h; action planes + 1x1 conv + residual
+  ``channels`` + residual blocks for h; action planes + 1x1 conv (or, with
+  ``model.dynamics_action = kernels``, a 3x3 conv of each move's own) + residual
   blocks + a reward head for g; one block + dense heads for f; one block for rho.
 * ``mlp`` (vector observations, tiny tests): dense trunks with the same roles.
 
