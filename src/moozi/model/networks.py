@@ -143,15 +143,16 @@ class _ResNetModel(nn.Module):
     def dynamics(self, hidden, action):
         b, h, w, _ = hidden.shape
         one_hot = jax.nn.one_hot(action, self.num_actions)
-        planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, self.num_actions))
         if self.cfg.dynamics_action == "kernels":
             per_move = self.dyn_kernels(hidden).reshape(b, h, w, self.num_actions, -1)
             moved = jnp.einsum("bhwac,ba->bhwc", per_move, one_hot)
             x = hidden + moved if self.cfg.dynamics_residual else nn.relu(self.dyn_norm(moved))
-        elif self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
-            x = hidden + self.dyn_action(planes)
         else:
-            x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
+            planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, self.num_actions))
+            if self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
+                x = hidden + self.dyn_action(planes)
+            else:
+                x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
         for block in self.dyn_blocks:
             x = block(x)
         reward_logits = self.reward_head(x)
