@@ -140,15 +140,17 @@ def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | N
              keep_env: bool = False) -> TrainedRun:
     """Open a trained run at ``checkpoint`` (``latest``, ``best`` or an update count; see :func:`find_checkpoint`).
 
-    ``config`` replaces the run's own (a view that changes, say, the test planner's simulations); the params
-    must still fit its model. ``keep_env``: leave the game open in ``TrainedRun.env`` (a caller that plays it).
+    ``config`` replaces the run's own (a view that changes, say, the test planner's simulations, or plays the
+    game on another package); the params must still fit its model, and the checkpoint must be of the run's own
+    game (its config.yaml's). ``keep_env``: leave the game open in ``TrainedRun.env`` (a caller that plays it).
     """
     from moozi.parts import build_parts
 
-    config = load_run_config(run_dir) if config is None else config
+    own = load_run_config(run_dir)
+    config = own if config is None else config
     env, model = build_parts(config)
     try:
-        params, meta = load_params(run_dir, model, env_name=config.env.name, checkpoint=checkpoint)
+        params, meta = load_params(run_dir, model, env_name=own.env.name, checkpoint=checkpoint)
     except BaseException:
         env.close()
         raise

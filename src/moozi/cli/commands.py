@@ -28,12 +28,24 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baseline(args: argparse.Namespace) -> int:
+    from moozi.eval.ppo import train_ppo
+
+    _log_console()
+    result = train_ppo(args.game, protocol=args.protocol, seed=args.seed, frames=args.frames,
+                       eval_every=args.eval_every, curve_games=args.curve_games, games=args.games, out=args.out,
+                       say=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(result))
+    return 0
+
+
 def _test_settings(args: argparse.Namespace, simulations: bool = True):
     """The eval/sweep options as :class:`moozi.eval.evaluate.TestSettings` (a bad value: ConfigError)."""
     from moozi.eval.evaluate import TestSettings
 
     return TestSettings(simulations=args.simulations if simulations else None, temperature=args.temperature,
-                        random_moves=args.random_moves, random_move_prob=args.random_move_prob)
+                        random_moves=args.random_moves, random_move_prob=args.random_move_prob,
+                        package=getattr(args, "package", None), planner=getattr(args, "planner", None))
 
 
 def _match(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from moozi.cli.commands import (
+    _baseline,
     _curves,
     _embed,
     _envs,
@@ -87,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "score, testing.keep_best) or an update count of a kept checkpoint")
     ev.add_argument("--simulations", type=int, default=None, metavar="N",
                     help="the test planner's simulations per move (default: as trained; 1: the prior alone)")
+    ev.add_argument("--package", choices=["minatar", "gymnax"], default=None,
+                    help="MinAtar games: play the run's game under the same rules on this package (minatar: the "
+                         "original one, host path; gymnax: its JAX port); default: the run's own")
+    ev.add_argument("--planner", choices=["thesis"], default=None,
+                    help="thesis: the MooZi thesis's test planner (Table 5.1: PUCT, 40 simulations, c1 1.75, "
+                         "Dirichlet noise 0.1, temperature 0.25) instead of the run's; --simulations and "
+                         "--temperature still apply")
     _test_randomness(ev)
     ev.set_defaults(func=_eval)
 
@@ -297,6 +305,26 @@ def build_parser() -> argparse.ArgumentParser:
     curves.add_argument("--out", metavar="FILE.png", help="where to write (default: the first DIR/curves.png)")
     curves.add_argument("--title", default=None, help="a title above the panels")
     curves.set_defaults(func=_curves)
+
+    baseline = sub.add_parser(
+        "baseline", help="train a model-free baseline (PPO, by rejax) on a MinAtar game under a named protocol",
+        description="Train PPO with gymnax-blines' MinAtar recipe (the one behind gymnax's published figures) by "
+                    "rejax on gymnax's port under the protocol's rules, testing every --eval-every frames; then "
+                    "play its last params over --games games on the original MinAtar package and on the port. "
+                    "Writes OUT/result.json (curve, final scores with 95%% intervals, wall time) and "
+                    "OUT/params.msgpack; prints the result as one JSON line. Needs pip install 'moozi[baselines]'.")
+    baseline.add_argument("algorithm", choices=["ppo"], help="the baseline (ppo)")
+    baseline.add_argument("--game", required=True, choices=["asterix", "breakout", "freeway", "space_invaders"])
+    baseline.add_argument("--protocol", choices=["thesis", "gymnax"], default="thesis",
+                          help="thesis (7200-move episodes, default) or gymnax (1000; Freeway 2500 in both)")
+    baseline.add_argument("--seed", type=int, default=0)
+    baseline.add_argument("--frames", type=int, default=None, help="env frames to train (default 10M, the protocol's)")
+    baseline.add_argument("--eval-every", type=int, default=500_000, metavar="N", help="frames between tests")
+    baseline.add_argument("--curve-games", type=int, default=32, metavar="N", help="games per test (default 32)")
+    baseline.add_argument("--games", type=int, default=64, help="final games on each package (default 64)")
+    baseline.add_argument("--out", default=None, metavar="DIR",
+                          help="where to write (default runs/ppo-GAME-PROTOCOL-sSEED)")
+    baseline.set_defaults(func=_baseline)
 
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)

@@ -25,6 +25,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --preset and --run-dir: resume the run when it already holds checkpoints (the "
                              "config must be the same), else start it; so one command runs a long budget "
                              "(schedule.max_env_steps) across sittings and says where it stands")
+    parser.add_argument("--protocol", choices=["thesis", "gymnax"], default=None,
+                        help="MinAtar games: follow a named protocol on the preset's package (thesis: no sticky "
+                             "actions, the minimal action set, 7200-move episodes, 10M frames; gymnax: its port's "
+                             "1000-move episodes, 10M frames; Freeway lasts 2500 moves in both); it adds overrides "
+                             "and refuses one that contradicts it (docs/results/thesis-protocol)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
 
 
@@ -61,7 +66,7 @@ def _train(args: argparse.Namespace) -> int:
               "until schedule.max_env_steps)", file=sys.stderr)
         return 2
     if args.resume:
-        if args.preset or args.overrides or args.seed is not None or args.run_dir:
+        if args.preset or args.overrides or args.seed is not None or args.run_dir or args.protocol:
             print("moozi train: --resume DIR takes only --minutes, --backend and --address (the run's config is reused)", file=sys.stderr)
             return 2
         run_dir = Path(args.resume)
@@ -74,6 +79,11 @@ def _train(args: argparse.Namespace) -> int:
             return 2
         data = load_preset(args.preset)
         overrides = list(args.overrides)
+        if args.protocol:
+            from moozi.envs.protocol import merge_overrides, protocol_overrides
+
+            env_name = apply_overrides(data, overrides).get("env", {}).get("name", "")
+            overrides = merge_overrides(args.protocol, protocol_overrides(args.protocol, env_name), overrides)
         if args.seed is not None:
             overrides.append(f"schedule.seed={args.seed}")
         config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
@@ -99,6 +109,7 @@ def _train(args: argparse.Namespace) -> int:
             progress.stopping = lambda: trainer.budget.stop_requested
             progress.tested_against = f"{config.testing.opponent} player" if trainer.spec.two_player else None
             _record_command(run_dir, args.argv)
+            _say_protocol(progress.console, config)
             if resume:
                 c = trainer.counters
                 progress.console.print(f"moozi: resuming {run_dir} at update {c['updates']:,} ({c['env_steps']:,} "
@@ -121,6 +132,15 @@ def _train(args: argparse.Namespace) -> int:
     summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
     print(json.dumps(summary), flush=True)
     return 130 if interrupted else 0
+
+
+def _say_protocol(console, config) -> None:
+    """One console line with the MinAtar protocol the run follows (nothing for other games)."""
+    from moozi.envs.protocol import of_config, summary_line
+
+    protocol = of_config(config)
+    if protocol is not None:
+        console.print(f"moozi: {summary_line(protocol)}", soft_wrap=True)
 
 
 def _check_same_run(config, run_dir) -> None:

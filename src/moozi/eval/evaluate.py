@@ -29,6 +29,11 @@ class TestSettings:
     temperature: moves drawn from the search's policy raised to ``1 / temperature`` (0: greedy).
     random_moves / random_move_prob: the agent's first this-many moves are uniformly random, and each later
       one with this probability (an epsilon test).
+    package: MinAtar games: play the run's game under the same rules on this package (``"minatar"``, the
+      original one, or ``"gymnax"``, its port; :func:`moozi.envs.protocol.counterpart`).
+    planner: ``"thesis"``: the MooZi thesis's test planner (Table 5.1: PUCT, 40 simulations, c1 1.75, c2 19652,
+      Dirichlet noise 0.1 (alpha and fraction, as the author's code sets both), temperature 0.25), in place of
+      the run's; ``simulations`` and ``temperature`` still override it.
     """
 
     __test__ = False  # not a pytest class
@@ -37,14 +42,29 @@ class TestSettings:
     temperature: float | None = None
     random_moves: int | None = None
     random_move_prob: float | None = None
+    package: str | None = None
+    planner: str | None = None
 
     def __post_init__(self):
         if self.simulations is not None:
             check_simulations(self.simulations)
+        if self.package not in (None, "minatar", "gymnax"):
+            raise ConfigError(f"--package {self.package!r} is invalid: allowed minatar, gymnax")
+        if self.planner not in (None, "thesis"):
+            raise ConfigError(f"--planner {self.planner!r} is invalid: allowed thesis (the thesis's Table 5.1 test "
+                              "planner); leave it out for the run's own")
         TestingConfig(**self._testing_changes())  # the testing section's own checks name the key
 
     def apply(self, config):
-        """``config`` with these settings in its test planner and testing section."""
+        """``config`` with these settings in its game, test planner and testing section."""
+        if self.package is not None:
+            from moozi.envs.protocol import counterpart
+
+            config = dataclasses.replace(config, env=counterpart(config.env, self.package))
+        if self.planner == "thesis":
+            config = dataclasses.replace(
+                config, test_planner=thesis_test_planner(config.test_planner),
+                testing=dataclasses.replace(config.testing, temperature=THESIS_TEST_TEMPERATURE))
         if self.simulations is not None:
             config = dataclasses.replace(config, test_planner=dataclasses.replace(
                 config.test_planner, num_simulations=self.simulations))
@@ -59,9 +79,23 @@ class TestSettings:
     @staticmethod
     def of(config) -> dict:
         """The settings a config plays test games with (for results)."""
-        t = config.testing
-        return {"simulations": int(config.test_planner.num_simulations), "temperature": float(t.temperature),
-                "random_moves": int(t.random_moves), "random_move_prob": float(t.random_move_prob)}
+        t, p = config.testing, config.test_planner
+        noise = {"dirichlet_alpha": float(p.dirichlet_alpha), "dirichlet_fraction": float(p.dirichlet_fraction)} \
+            if p.kind == "puct" else {"gumbel_scale": float(p.gumbel_scale)}
+        return {"simulations": int(p.num_simulations), "temperature": float(t.temperature),
+                "random_moves": int(t.random_moves), "random_move_prob": float(t.random_move_prob),
+                "planner": p.kind, **noise}
+
+
+THESIS_TEST_TEMPERATURE = 0.25
+"""The thesis's test temperature (Table 5.1)."""
+
+
+def thesis_test_planner(base):
+    """``base`` (a :class:`~moozi.config.PlannerConfig`) as the thesis's test planner (Table 5.1's testing row:
+    PUCT, 40 simulations, c1 1.75, c2 19652, Dirichlet noise 0.1); its depth cap and other fields kept."""
+    return dataclasses.replace(base, kind="puct", num_simulations=40, pb_c_init=1.75, pb_c_base=19652.0,
+                               dirichlet_alpha=0.1, dirichlet_fraction=0.1)
 
 
 def mean_interval(values, z: float = 1.96) -> tuple[float, float, float]:
@@ -164,6 +198,11 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         "env_steps": int(meta["counters"]["env_steps"]),
         **TestSettings.of(config),
     }
+    from moozi.envs.protocol import of_config
+
+    protocol = of_config(config)
+    if protocol is not None:
+        out["protocol"] = protocol.as_dict()
     if two_player:
         out.update(
             wins=int(np.sum(returns > 0)),
