@@ -37,7 +37,8 @@ TINY = [
 
 PRESETS = [
     "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "freeway-az", "minatar-breakout",
-    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "thesis-minatar", "tictactoe",
+    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-tictactoe", "space_invaders", "thesis-minatar", "thesis-minatar-repo",
+    "tictactoe",
 ]
 # Trained in CI: one per acting path and kind of game (device: gymnax single-player, pgx two-player; host:
 # OpenSpiel), and AlphaZero mode on a single-player game (rewards inside the true-model tree); the other

@@ -167,15 +167,17 @@ def describe(env, max_env_frames: int | None) -> Protocol | None:
 
 
 def follows(p: Protocol | None) -> str | None:
-    """The named protocol ``p``'s rules are (package aside: training on the port counts), or None."""
+    """The named protocols whose rules ``p`` keeps (package aside: training on the port counts; a smaller frame
+    budget counts), ``" = "``-joined where they coincide (Freeway: ``"thesis = gymnax"``), or None."""
     if p is None:
         return None
+    names = []
     for name in NAMED:
         rules = named_protocol(name, p.game, p.package)
         if (p.sticky, p.action_set, p.max_episode_steps) == (rules.sticky, rules.action_set, rules.max_episode_steps) \
                 and (p.max_env_frames is None or p.max_env_frames <= rules.max_env_frames):
-            return name
-    return None
+            names.append(name)
+    return " = ".join(names) or None
 
 
 def counterpart(env_config, package: str):
@@ -230,7 +232,7 @@ def of_config(config) -> Protocol | None:
 def summary_line(p: Protocol) -> str:
     """One line for the console: ``protocol thesis: original MinAtar, sticky 0, 7200 moves, ...``."""
     name = follows(p)
-    where = "original MinAtar package" if p.package == "minatar" else "gymnax's port"
+    where = "the original MinAtar package" if p.package == "minatar" else "gymnax's port"
     cap = "no cap" if p.max_episode_steps is None else f"at most {p.max_episode_steps:,} moves"
     frames = "no frame budget" if p.max_env_frames is None else f"{p.max_env_frames:,} frames"
     return (f"protocol {name or 'of its own (neither thesis nor gymnax)'}: {p.game} on {where}, sticky "
