@@ -224,6 +224,16 @@ def _corrupt_bad_meta(path):
     (path / "metadata.json").write_text("{not json")
 
 
+def _corrupt_part_outside(path):
+    """The record names a file outside its folder (a copy of the real part sits there, checksum and all)."""
+    import shutil
+
+    record = json.loads((path / "metadata.json").read_text())
+    shutil.copy(path / "state.msgpack", path.parent / "x")
+    record["parts"]["state"]["file"] = "../x"
+    (path / "metadata.json").write_text(json.dumps(record))
+
+
 @pytest.mark.parametrize(
     "corrupt, reason",
     [
@@ -231,6 +241,7 @@ def _corrupt_bad_meta(path):
         (_corrupt_truncate, "truncated"),
         (_corrupt_no_meta, "metadata.json is missing"),
         (_corrupt_bad_meta, "metadata.json is unreadable"),
+        (_corrupt_part_outside, "not a file of the checkpoint's own folder"),
     ],
 )
 def test_corrupt_newest_falls_back_with_warning(tmp_path, caplog, corrupt, reason):

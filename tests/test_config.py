@@ -45,3 +45,40 @@ def test_from_dict_round_trip_and_coercion():
     assert cfg.mlp_hidden == (32, 16)
     assert from_dict(ModelConfig, to_dict(cfg)) == cfg
     assert from_dict(LearnerConfig, {"learning_rate": 1}).learning_rate == 1.0
+
+
+def _numeric_keys():
+    """Every number-valued key of every section, with its default (``section.key``, default)."""
+    import dataclasses
+
+    from moozi.config import Config
+
+    config = Config()
+    for section in dataclasses.fields(Config):
+        value = getattr(config, section.name)
+        if not dataclasses.is_dataclass(value):
+            continue
+        for f in dataclasses.fields(value):
+            default = getattr(value, f.name)
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                yield f"{section.name}.{f.name}", default
+
+
+def test_numbers_as_people_write_them_in_every_numeric_key():
+    """``3e-4``, ``1E-3``, ``5e5``: PyYAML alone reads them as strings; every numeric key takes its default
+    written with an exponent (and ints as ``Ne0``) and reads back the same number."""
+    from moozi.config import apply_overrides, config_from_dict
+
+    keys = list(_numeric_keys())
+    assert len(keys) > 60
+    for key, default in keys:
+        text = f"{default}e0" if isinstance(default, int) else f"{default:E}"
+        config = config_from_dict(apply_overrides({}, [f"{key}={text}"]))
+        section, name = key.split(".")
+        assert getattr(getattr(config, section), name) == pytest.approx(default), (key, text)
+    c = config_from_dict(apply_overrides({}, ["learner.learning_rate=3e-4", "replay.capacity=5e5",
+                                             "learner.max_grad_norm=1e30"]))
+    assert (c.learner.learning_rate, c.replay.capacity, c.learner.max_grad_norm) == (3e-4, 500_000, 1e30)
+    assert isinstance(c.replay.capacity, int)
+    with pytest.raises(ConfigError, match="replay.capacity"):  # not an integer: refused, not rounded
+        config_from_dict(apply_overrides({}, ["replay.capacity=2.5e-1"]))

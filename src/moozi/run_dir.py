@@ -9,10 +9,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints, load_checkpoint, load_latest
 from moozi.config import Config, ConfigError, config_from_dict
+from moozi.config.loading import load_yaml
 
 BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best), or best-gated
 KEPT_DIR = "kept"  # checkpoints/kept: params every output.keep_every_updates, never pruned (for sweeps)
@@ -54,7 +53,7 @@ def load_run_config(run_dir: Path | str) -> Config:
     if not path.exists():
         raise CheckpointError(f"{run_dir} is not a moozi run directory: {path} is missing")
     try:
-        return config_from_dict(yaml.safe_load(path.read_text()))
+        return config_from_dict(load_yaml(path.read_text()))
     except ConfigError as err:
         raise ConfigError(f"{path}: {err} (a run written by an older moozi cannot be resumed or evaluated "
                           "by this one)") from err

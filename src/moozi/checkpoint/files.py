@@ -78,6 +78,12 @@ def _read_record(path: Path) -> dict[str, Any]:
                                      f"(this moozi reads versions {', '.join(map(str, READ_VERSIONS))})")
     if not isinstance(record.get("parts"), dict) or "metadata" not in record:
         raise CorruptCheckpointError(f"{meta_path.name} lacks its parts or metadata")
+    for name, part in record["parts"].items():  # a part is a file of this folder: nothing outside it is read
+        file = part.get("file") if isinstance(part, dict) else None
+        if not isinstance(file, str) or not file or file in (".", "..") or "/" in file or "\\" in file \
+                or "\0" in file:
+            raise CorruptCheckpointError(f"{meta_path.name}: part {name!r} names the file {file!r}, not a file "
+                                         "of the checkpoint's own folder")
     return record
 
 

@@ -245,6 +245,40 @@ def reanalyze_planner(config: Config) -> PlannerConfig:
     return config.reanalyze_planner if config.reanalyze_planner is not None else quiet_planner(config.planner)
 
 
+_NUMBER = r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"
+_YAML_LOADER = None
+
+
+def _number(loader, node):
+    """A number written with an exponent: an int when its mantissa is an integer and the exponent is not
+    negative (``5e5`` -> 500000), else a float (``3e-4``, ``1E-3``, ``2.5e3``)."""
+    import decimal
+
+    text = loader.construct_scalar(node).replace("_", "")
+    mantissa, exponent = text.lower().split("e")
+    if "." not in mantissa and int(exponent) >= 0:
+        return int(decimal.Decimal(text))
+    return float(text)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as config files and overrides are read: PyYAML's safe loader (YAML 1.1), which reads ``3e-4``,
+    ``1E-3`` and ``5e5`` as strings, taught to read them as numbers, the way people write a learning rate."""
+    global _YAML_LOADER
+    import re
+
+    import yaml
+
+    if _YAML_LOADER is None:
+        class Loader(yaml.SafeLoader):
+            pass
+
+        Loader.add_implicit_resolver("tag:moozi,2026:number", re.compile(_NUMBER), list("-+0123456789."))
+        Loader.add_constructor("tag:moozi,2026:number", _number)
+        _YAML_LOADER = Loader
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader subclass
+
+
 def _parse_override(text: str) -> tuple[list[str], Any]:
     import yaml
 
@@ -255,7 +289,7 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     if len(keys) < 2 or not all(keys):
         raise ConfigError(f"override {text!r} must name a section and a key, e.g. schedule.batch_size=64")
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml(raw)
     except yaml.YAMLError as err:
         raise ConfigError(f"override {text!r}: cannot parse value {raw!r}: {err}") from err
     return keys, value

@@ -69,13 +69,14 @@ def _read_preset(name: str):
     import yaml
 
     from moozi.config import ConfigError
+    from moozi.config.loading import load_yaml
 
     if is_preset_path(name):
         path = Path(name).expanduser()
         if not path.is_file():
             raise ConfigError(f"preset file {str(path)!r} does not exist (resolved: {path.resolve()})")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text())
         except yaml.YAMLError as err:
             raise ConfigError(f"preset file {str(path)!r} is not valid YAML: {err}") from err
         if data is not None and not isinstance(data, dict):
@@ -89,4 +90,4 @@ def _read_preset(name: str):
             f"unknown preset {name!r}: available presets are " + ", ".join(names)
             + "; or give a path to a .yaml file (e.g. --preset ./my_game.yaml)"
         )
-    return yaml.safe_load(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}, None
+    return load_yaml(files("moozi.presets").joinpath(f"{name}.yaml").read_text()) or {}, None
