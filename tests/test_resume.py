@@ -42,6 +42,7 @@ def test_resume_continues_exactly(tmp_path, kind, half):
     straight.run()
     first = Trainer(_config(half, f"schedule.kind={kind}"), tmp_path / "b")
     first.run()
+    first.close()  # the folder's one writer lets it go
     assert first.counters["updates"] > 0 and first.counters["epochs"] > 0
     resumed = Trainer(_config(2 * half, f"schedule.kind={kind}"), tmp_path / "b", resume=True)
     assert resumed.counters["env_steps"] == half
@@ -71,6 +72,7 @@ def test_resume_with_budget_decay_and_average_continues_exactly(tmp_path):
 
     first = Trainer(_config(128, *extra), tmp_path / "b", progress=stop_half_way)
     first.run()
+    first.close()
     assert first.counters["env_steps"] == 64
     resumed = Trainer(_config(128, *extra), tmp_path / "b", resume=True)
     resumed.run()
@@ -194,3 +196,53 @@ def test_a_run_written_in_checkpoint_format_2_resumes(tmp_path):
     assert trainer.counters["env_steps"] == 128
     state, _, path = load_latest(run / "checkpoints", parts=["replay"])
     assert (path / "replay.chunks").exists() and state["replay"]["version"] == 4
+
+
+def test_one_writer_per_run_folder_and_a_kill_frees_it(tmp_path, capsys):
+    """A second train on a folder being written exits 2 naming the writer; after kill -9 of the writer the
+    OS has dropped its lock and --resume goes on."""
+    from moozi.cli import main
+
+    run = tmp_path / "held"
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "cartpole", "--run-dir", str(run),
+           *overrides, "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.003"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while not list_checkpoints(run / "checkpoints"):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no checkpoint written"
+            time.sleep(0.2)
+        assert main(["train", "--resume", str(run), "--minutes", "0.1"]) == 2
+        err = capsys.readouterr().err
+        assert f"is being written by pid {proc.pid} on " in err and "one process writes a run folder" in err
+        assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *overrides]) == 2
+        assert "already holds checkpoints" in capsys.readouterr().err
+        assert proc.poll() is None  # the writer goes on, unaffected
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert main(["train", "--resume", str(run), "--minutes", "0.05"]) == 0
+    assert "resuming" in capsys.readouterr().err
+
+
+def test_a_young_run_folder_is_not_overwritten(tmp_path, capsys):
+    from moozi.cli import main
+
+    run = tmp_path / "young"
+    run.mkdir()
+    (run / "config.yaml").write_text("env: {name: 'gymnax:CartPole-v1'}\n")
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run)]) == 2
+    assert "already holds a run (its config.yaml; no checkpoint yet)" in capsys.readouterr().err
+    assert (run / "config.yaml").read_text() == "env: {name: 'gymnax:CartPole-v1'}\n"
+
+
+def test_default_run_folders_differ_when_started_in_the_same_second(tmp_path):
+    from moozi.run_dir import new_run_dir
+
+    base = str(tmp_path / "runs" / "cartpole-20261204-120000")
+    made = [new_run_dir(base) for _ in range(3)]
+    assert [p.name for p in made] == ["cartpole-20261204-120000", "cartpole-20261204-120000-2",
+                                      "cartpole-20261204-120000-3"]
+    assert all(p.is_dir() and not any(p.iterdir()) for p in made)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ReplayError"]
+__all__ = ["ConfigError", "ReplayError", "RunError"]
 
 
 class ConfigError(ValueError):
@@ -11,3 +11,8 @@ class ConfigError(ValueError):
 
 class ReplayError(ValueError):
     """Bad input to the replay buffer, or an operation it cannot do yet."""
+
+
+class RunError(RuntimeError):
+    """A run cannot go on, and nothing is wrong with its configuration: its folder is held by another process,
+    or its training became non-finite. The message says what happened and what to do."""

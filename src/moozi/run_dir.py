@@ -18,6 +18,68 @@ KEPT_DIR = "kept"  # checkpoints/kept: params every output.keep_every_updates, n
 IDENTITY = "run.json"  # the run's identity, written when it starts: {"id": ...}
 
 
+LOCK = ".lock"  # held (flock) by the one process that writes the run; its text names that process
+
+
+class RunLock:
+    """The one writer of a run folder: an exclusive ``flock`` on ``RUN/.lock``, held while the run trains and
+    released by the OS when the process ends however it ends (``kill -9`` included), so a stale lock never
+    blocks a resume. The file's text names the holder (pid, host, start time) for the refusal a second writer
+    gets. Readers (``eval``, ``play``, ``watch``, ``report``) never take it: they read committed checkpoints.
+    """
+
+    def __init__(self, run_dir: Path | str):
+        import datetime
+        import fcntl
+        import os
+        import socket
+
+        from moozi.errors import RunError
+
+        path = Path(run_dir) / LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RunError(f"{run_dir} is being written by {holder}: one process writes a run folder at a "
+                           "time; wait for it to end (or stop it), then resume") from None
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        text = f"pid {os.getpid()} on {socket.gethostname()} (since {stamp})\n".encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text, 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        import os
+
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+def new_run_dir(base: str) -> Path:
+    """A new, empty run folder ``base`` (or ``base-2``, ``base-3``, ... when taken), created atomically so two
+    runs started in the same second get two folders."""
+    n = 1
+    while True:
+        path = Path(base if n == 1 else f"{base}-{n}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+
+
+def holds_run(run_dir: Path | str) -> bool:
+    """Whether a folder already holds a run: its config or any checkpoint."""
+    run_dir = Path(run_dir)
+    ckpts = run_dir / "checkpoints"
+    return (run_dir / "config.yaml").exists() or (ckpts.is_dir() and any(ckpts.iterdir()))
+
+
 def new_identity(run_dir: Path | str) -> str:
     """Give a new run its identity (its folder's name at creation and 6 random hex digits) in ``run.json``;
     the id stays when the folder is moved or renamed, and does not depend on how its path is typed."""

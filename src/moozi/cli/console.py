@@ -109,10 +109,12 @@ def _user_error(err: BaseException) -> str | None:
     from moozi.checkpoint import CheckpointError
     from moozi.config import ConfigError
     from moozi.envs import GameContractError, IllegalActionError, UnknownEnvError
-    from moozi.errors import ReplayError
+    from moozi.errors import ReplayError, RunError
 
     if isinstance(err, (ConfigError, ReplayError)):
         return f"configuration error: {err}"
+    if isinstance(err, RunError):
+        return str(err)
     if isinstance(err, (CheckpointError, UnknownEnvError, GameContractError, IllegalActionError)):
         return str(err)
     if isinstance(err, OSError) and err.errno in _DISK_ERRORS:

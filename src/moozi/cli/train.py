@@ -87,13 +87,19 @@ def _train(args: argparse.Namespace) -> int:
         if args.seed is not None:
             overrides.append(f"schedule.seed={args.seed}")
         config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
-        run_dir = Path(args.run_dir or f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+        from moozi.run_dir import holds_run, new_run_dir
+
+        if args.run_dir:
+            run_dir = Path(args.run_dir)
+        else:  # a new folder of its own, even for two runs started in the same second
+            run_dir = new_run_dir(f"runs/{Path(args.preset).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         resume = (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir())
-        if resume and not args.continue_run:
-            print(f"moozi train: {run_dir} already holds checkpoints; use --resume {run_dir}, --continue (the same "
+        if holds_run(run_dir) and not args.continue_run:
+            what = "checkpoints" if resume else "a run (its config.yaml; no checkpoint yet)"
+            print(f"moozi train: {run_dir} already holds {what}; use --resume {run_dir}, --continue (the same "
                   "command goes on) or another --run-dir", file=sys.stderr)
             return 2
-        if resume:
+        if holds_run(run_dir):  # --continue: the same command, the same run (checkpoints or not yet)
             _check_same_run(config, run_dir)
     if resume and (spent := _spent_budget(run_dir, config.schedule.max_env_steps)) is not None:
         print(f"moozi: {_where_it_stands(run_dir, spent, config.schedule.max_env_steps, None)}; nothing to train",

@@ -39,7 +39,7 @@ from moozi.observe.health import HealthWatch
 from moozi.observe.machine import machine_line, record_machine
 from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
 from moozi.parts import build_parts
-from moozi.run_dir import new_identity
+from moozi.run_dir import RunLock, new_identity
 
 log = logging.getLogger("moozi")
 
@@ -85,14 +85,15 @@ class Trainer:
         env.close()
         check_run(config, self.spec)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        setup_logging(self.run_dir)
-        if not resume:
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
-            new_identity(self.run_dir)
-        self.backend = backend if backend is not None else make_backend(config, self.run_dir)
-        self._config_dict = to_dict(config)
-        remote = not isinstance(self.backend, LocalBackend)
+        self._lock = RunLock(self.run_dir)  # one writer per run folder, before anything in it is written
         try:
+            setup_logging(self.run_dir)
+            if not resume:
+                (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+                new_identity(self.run_dir)
+            self.backend = backend if backend is not None else make_backend(config, self.run_dir)
+            self._config_dict = to_dict(config)
+            remote = not isinstance(self.backend, LocalBackend)
             self.ledger = Ledger(config)
             self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
             self.fleet = Fleet(self.backend, config, self._config_dict, self.run_dir, versions() if remote else None,
@@ -144,12 +145,16 @@ class Trainer:
         return self.fleet.instance("actor").actor
 
     def close(self) -> None:
-        """Stop every component and the backend (no process of the run stays behind)."""
-        for part in (getattr(self, "fleet", None), getattr(self, "learner_client", None)):
-            if part is not None:
-                part.close()
-        if getattr(self, "backend", None) is not None:
-            self.backend.shutdown()
+        """Stop every component and the backend (no process of the run stays behind), then let the folder go."""
+        try:
+            for part in (getattr(self, "fleet", None), getattr(self, "learner_client", None)):
+                if part is not None:
+                    part.close()
+            if getattr(self, "backend", None) is not None:
+                self.backend.shutdown()
+        finally:
+            if getattr(self, "_lock", None) is not None:
+                self._lock.release()
 
     def checksum(self) -> float:
         """Sum of |learner params| (same seed and schedule: same sum, whatever the backend)."""
