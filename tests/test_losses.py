@@ -369,3 +369,24 @@ def test_overfits_one_small_batch(kind):
     last = float(metrics["loss/excess"])
     assert first > 1.0
     assert last <= 0.1 * first, (first, last)
+
+
+def test_a_non_finite_update_leaves_the_state_as_it_was(mlp):
+    """A batch that makes the loss NaN: the update is flagged (train/nonfinite 1) and every leaf of the state,
+    the step count included, is the one before it; a finite batch after it trains on (flag 0)."""
+    model, _, shape = mlp
+    cfg = LearnerConfig()
+    update = make_update_fn(model, cfg)
+    state = init_train_state(model, cfg, jax.random.key(0))
+    good = _batch(shape)
+    state, metrics, _ = update(state, good)
+    assert float(metrics["train/nonfinite"]) == 0.0
+    before = [np.asarray(x).copy() for x in jax.tree_util.tree_leaves(state)]
+    bad = Batch(good.targets.replace(value=np.full_like(good.targets.value, np.nan)), good.weights)
+    state, metrics, _ = update(state, bad)
+    assert float(metrics["train/nonfinite"]) == 1.0 and not np.isfinite(float(metrics["train/grad_norm"]))
+    for a, b in zip(before, jax.tree_util.tree_leaves(state)):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    assert int(state.step) == 1
+    state, metrics, _ = update(state, good)
+    assert float(metrics["train/nonfinite"]) == 0.0 and int(state.step) == 2

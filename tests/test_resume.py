@@ -246,3 +246,26 @@ def test_default_run_folders_differ_when_started_in_the_same_second(tmp_path):
     assert [p.name for p in made] == ["cartpole-20261204-120000", "cartpole-20261204-120000-2",
                                       "cartpole-20261204-120000-3"]
     assert all(p.is_dir() and not any(p.iterdir()) for p in made)
+
+
+def test_a_diverging_run_stops_without_saving_the_non_finite_state(tmp_path, capsys):
+    """A learning rate of 1e30 (a number as people write it): the loss turns non-finite within a few updates;
+    exit 2 with the divergence named (not a configuration error), no checkpoint written at or after it, and
+    every checkpoint on disk finite."""
+    from moozi.checkpoint import load_checkpoint
+    from moozi.cli import main
+
+    run = tmp_path / "diverged"
+    overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
+    code = main(["train", "--preset", "cartpole", "--run-dir", str(run), *overrides, "schedule.max_env_steps=100000",
+                 "learner.learning_rate=1e30", "output.checkpoint_every_minutes=0.0001"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "training diverged: non-finite loss or gradient at update " in err and "configuration error" not in err
+    assert "the run stopped without saving that state" in err and "lower learner.learning_rate (now 1e+30)" in err
+    line = next(x for x in err.splitlines() if "training diverged" in x)
+    at = int(line.split("at update ")[1].split(" ")[0].replace(",", ""))
+    for ckpt in list_checkpoints(run / "checkpoints"):
+        assert ckpt.step < at
+        state, _ = load_checkpoint(ckpt.path, parts=["learner"])
+        assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(state["learner"]["published"]))

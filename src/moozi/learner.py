@@ -18,6 +18,7 @@ import optax
 
 from moozi.config import ConfigError, LearnerConfig, ReplayConfig, TargetConfig
 from moozi.envs.contract import EnvSpec
+from moozi.errors import NonFiniteError
 from moozi.model.networks import Model
 from moozi.replay import ReplayBuffer
 from moozi.targets import priorities as target_priorities
@@ -260,16 +261,22 @@ class Learner:
         n_sym = max(len(self._symmetries), 1)
         sample = self.replay.sample(batch_size, symmetries=n_sym)
         batch = put(sample)
-        ids, priorities, sums = [], [], None
+        ids, priorities, flags, sums = [], [], [], None
         for i in range(num_updates):
             self.state, metrics, prio = self._update(self.state, *batch[:3], scale, batch[3])
             ids.append(sample.ids)
             priorities.append(prio)
+            flags.append(metrics.pop("train/nonfinite"))
             sums = metrics if sums is None else jax.tree_util.tree_map(jnp.add, sums, metrics)
             if i + 1 < num_updates:
                 sample = self.replay.sample(batch_size, symmetries=n_sym)
                 batch = put(sample)
-        sums, priorities = jax.device_get((sums, priorities))
+        sums, priorities, flags, step = jax.device_get((sums, priorities, flags, self.state.step))
+        if any(flags):  # the state kept the last finite one at each of them (moozi.update.update_step)
+            start = int(step) - (num_updates - int(sum(flags)))  # the step counts applied updates only
+            first = start + 1 + next(i for i, f in enumerate(flags) if f)
+            raise NonFiniteError(f"non-finite loss or gradient at update {first:,} ({int(sum(flags))} of this "
+                                 f"call's {num_updates} updates; those were skipped)", first)
         for batch_ids, prio in zip(ids, priorities):
             self.replay.update_priorities(batch_ids, prio)
         out = {k: float(v) / num_updates for k, v in sums.items() if k != "train/step"}

@@ -147,11 +147,15 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
 
     Returns:
       ``(new_state, metrics, priorities)``: metrics is a dict of scalars (loss
-      terms, ``train/grad_norm``, ``train/learning_rate``, ``train/step``),
+      terms, ``train/grad_norm``, ``train/learning_rate``, ``train/step``, and
+      ``train/nonfinite``: 1 when the loss or a gradient was not finite, 0 else),
       priorities ``[B]`` the new ``|v^0 - G_t|`` for the sampled positions.
+      A non-finite loss or gradient leaves the state as it was (every leaf
+      selected on the device, no host sync): the state never becomes non-finite,
+      and the caller sees ``train/nonfinite`` and stops.
     """
     optimizer = make_optimizer(config)
-    (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, model, batch, config)
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, model, batch, config)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     lr_scale = jnp.asarray(lr_scale, jnp.float32)
     updates = jax.tree_util.tree_map(lambda u: u * lr_scale.astype(u.dtype), updates)
@@ -161,12 +165,16 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
     ema_params = state.ema_params
     if ema_params is not None:
         ema_params = optax.incremental_update(params, ema_params, 1.0 - config.ema_decay)
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)  # a norm is finite only if every gradient is
     metrics = dict(aux["metrics"])
-    metrics["train/grad_norm"] = optax.tree.norm(grads)
+    metrics["train/grad_norm"] = grad_norm
     metrics["train/learning_rate"] = learning_rate_schedule(config)(state.step) * lr_scale
     metrics["train/step"] = step
+    metrics["train/nonfinite"] = (~finite).astype(jnp.float32)
     new_state = TrainState(params=params, target_params=target_params, opt_state=opt_state, step=step,
                            ema_params=ema_params)
+    new_state = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), new_state, state)
     return new_state, metrics, aux["priorities"]
 
 

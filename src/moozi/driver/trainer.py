@@ -34,6 +34,7 @@ from moozi.driver.ledger import Ledger
 from moozi.driver.rows import RowWriter
 from moozi.driver.sync_schedule import SyncSchedule
 from moozi.driver.testing import TestKeeper
+from moozi.errors import NonFiniteError
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.machine import machine_line, record_machine
@@ -197,6 +198,19 @@ class Trainer:
                  "" if with_replay else " (without replay)", cost["checkpoint/bytes"] / 1e6, cost["checkpoint/write_s"])
         return path
 
+    def _diverged(self, err: NonFiniteError) -> NonFiniteError:
+        """``err`` with what to do: the last good checkpoint on disk and how to go on from it."""
+        from moozi.checkpoint import list_checkpoints
+
+        good = list_checkpoints(self.run_dir / "checkpoints")
+        where = (f"the last good state is {good[-1].path} (update {good[-1].step:,}); resume from it with "
+                 f"`moozi train --resume {self.run_dir}`, or start a new run with a lower learner.learning_rate "
+                 f"(now {self.config.learner.learning_rate:g})") if good else \
+            f"no checkpoint was written before it; start again with a lower learner.learning_rate " \
+            f"(now {self.config.learner.learning_rate:g})"
+        return NonFiniteError(f"training diverged: {err}; the run stopped without saving that state; {where}",
+                              err.update)
+
     def _restore(self, workers: bool = True) -> dict:
         """Load the newest good checkpoint into the learner (and the workers' states); its last test's metrics."""
         res = self.learner_client.restore(self.fleet.stateful() if workers else [])
@@ -250,6 +264,7 @@ class Trainer:
         log.info("on %s", machine_line(record_machine(self.run_dir)))
         restore_handlers = self.budget.install_stop_handlers()
         row: dict = {}
+        diverged = None
         try:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
@@ -258,6 +273,9 @@ class Trainer:
                 while not self._should_stop():
                     sync.epoch(row)
                     self._after_row(row)
+        except NonFiniteError as err:
+            diverged = self._diverged(err)  # the CLI prints it once and logs it to train.log
+            raise diverged from None
         except BaseException as err:
             if not isinstance(err, KeyboardInterrupt):
                 log.error("the run stopped on an error; writing a last checkpoint", exc_info=err)
@@ -266,9 +284,10 @@ class Trainer:
         finally:
             restore_handlers()
             self.counters["wall_s"] = self._clock["wall0"] + (time.monotonic() - start)
-            if row:
-                self.rows.write(row)
-            self.save(final=True)
+            if diverged is None:  # a diverged run's state is not saved over its last good checkpoint
+                if row:
+                    self.rows.write(row)
+                self.save(final=True)
             self.metrics.close()
         if self.counters["updates"] == 0:
             log.warning("the run ended without a single update: %s",
