@@ -206,13 +206,59 @@ def test_ctrl_c_stops_cleanly_says_where_and_resume_says_from_where(tmp_path, ca
 
     def interrupted(self, *args):
         start(self, *args)
-        self.stop_requested = True  # what the SIGINT handler does
+        self.stop_requested, self.stop_signal = True, "SIGINT"  # what the SIGINT handler does
 
     monkeypatch.setattr(Budget, "start", interrupted)
     run = tmp_path / "run"
     assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 130
     out, err = capsys.readouterr()
-    assert "stopped at update 0; the final checkpoint is" in err and f"moozi train --resume {run}" in err
+    assert "stopped by Ctrl-C at update 0; the final checkpoint is" in err and f"moozi train --resume {run}" in err
     assert json.loads(out.strip().splitlines()[-1])["run_dir"] == str(run)
     assert main(["train", "--resume", str(run)]) == 130
     assert f"resuming {run} at update 0 (" in capsys.readouterr().err
+
+
+def test_sigterm_to_the_process_group_is_a_clean_stop(tmp_path):
+    """What Docker, Kubernetes, Slurm and systemd do: SIGTERM to the whole process group of a host-path run with
+    environment worker processes. The workers ignore it and end when the run closes them; the run finishes the
+    phase it is in, writes its final checkpoint and exits 143 naming the signal; no traceback, nothing left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from moozi.checkpoint import list_checkpoints
+
+    run = tmp_path / "term"
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "openspiel-tictactoe", "--run-dir", str(run),
+           *[o for o in TINY if not o.startswith("schedule.max_env_steps")], "env.num_workers=2",
+           "schedule.max_env_steps=100000000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while not (run / "metrics.jsonl").exists() or not (run / "metrics.jsonl").read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = err.decode()
+    assert proc.returncode == 143, err[-2000:]
+    assert "stopped by SIGTERM at update" in err and "Traceback" not in err and "Error" not in err, err[-2000:]
+    assert list_checkpoints(run / "checkpoints") and took < 60
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the group's other processes end once their parent has
+        try:
+            os.killpg(proc.pid, 0)  # raises once no process of the group is left
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        left = subprocess.run(["ps", "-o", "pid,stat,cmd", "-g", str(proc.pid)], capture_output=True, text=True)
+        raise AssertionError(f"processes left in the run's group: {left.stdout}")

@@ -11,6 +11,11 @@ _DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EDQU
 
 
 _interrupted = False
+_terminated = False  # a SIGTERM came (Docker, Kubernetes, Slurm, systemd): stop cleanly at the next milestone
+
+
+class Terminated(BaseException):
+    """A SIGTERM before training began (start-up stops at its next milestone; exit 143)."""
 
 
 class _Progress:
@@ -54,7 +59,7 @@ class _Progress:
 
         counters, row, test = self.counters, self.row, self.test
         fmt = lambda v, p=0: "-" if v is None else f"{v:,.{p}f}"  # noqa: E731
-        status = "stopping (Ctrl-C): finishing the epoch, then a checkpoint" if self.stopping() else self.status
+        status = "stopping: finishing this phase of the epoch, then a checkpoint" if self.stopping() else self.status
         against = f" (vs {self.tested_against})" if self.tested_against else ""
         fields = [("status", status), ("env steps", fmt(counters.get("env_steps"))),
                   ("env steps/s", fmt(row.get("perf/env_steps_per_s"), 1)), ("updates", fmt(counters.get("updates"))),
@@ -159,11 +164,16 @@ def _catch_sigint():
     import signal
     import threading
 
-    global _interrupted
-    _interrupted = False
+    global _interrupted, _terminated
+    _interrupted = _terminated = False
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = signal.getsignal(signal.SIGINT)
+    previous_term = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum, frame):  # remembered, never raised mid-import; a run's own handler takes over
+        global _terminated
+        _terminated = True
     can_wait = hasattr(signal, "setitimer")
     previous_alarm = signal.getsignal(signal.SIGALRM) if can_wait else None
 
@@ -186,6 +196,7 @@ def _catch_sigint():
             hook(unraisable)
 
     signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
     if can_wait:
         signal.signal(signal.SIGALRM, on_alarm)
     sys.unraisablehook = quiet_interrupt
@@ -195,6 +206,7 @@ def _catch_sigint():
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous_alarm)
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
         sys.unraisablehook = hook
 
     return restore
@@ -215,6 +227,8 @@ def _importing(frame) -> bool:
 def _check_interrupted() -> None:
     if _interrupted:
         raise KeyboardInterrupt
+    if _terminated:
+        raise Terminated
 
 
 def _drop_console(logger) -> None:

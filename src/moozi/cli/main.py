@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("moozi: interrupted", file=sys.stderr)
         return 130
+    except console.Terminated:
+        print("moozi: stopped by SIGTERM before training began; nothing was trained or written", file=sys.stderr)
+        return 143
     except Exception as err:
         if console._interrupted:  # an interrupt a library turned into another error (no SIGALRM to wait with): still it
             print("moozi: interrupted", file=sys.stderr)

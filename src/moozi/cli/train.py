@@ -123,21 +123,28 @@ def _train(args: argparse.Namespace) -> int:
             _check_interrupted()
             progress.status = "compiling the acting and learning steps (the first epoch)"
             counters = trainer.run(minutes=args.minutes, started=started)
-            progress.status = "stopped by Ctrl-C" if trainer.budget.stop_requested else "done"
+            progress.status = f"stopped by {_by(trainer)}" if trainer.budget.stop_requested else "done"
         finally:
             if trainer is not None:
                 trainer.close()
     sys.stderr.flush()
     interrupted = trainer.budget.stop_requested
     if interrupted:  # a clean stop: say where it is and how to go on
-        print(f"moozi: stopped at update {counters['updates']:,}; the final checkpoint is {trainer.last_checkpoint}; "
-              f"continue with: moozi train --resume {run_dir}", file=sys.stderr, flush=True)
+        print(f"moozi: stopped by {_by(trainer)} at update {counters['updates']:,}; the final checkpoint is "
+              f"{trainer.last_checkpoint}; continue with: moozi train --resume {run_dir}", file=sys.stderr, flush=True)
     if config.schedule.max_env_steps and not interrupted:
         print(f"moozi: {_where_it_stands(run_dir, counters, config.schedule.max_env_steps, trainer.rows)}",
               file=sys.stderr, flush=True)
     summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
     print(json.dumps(summary), flush=True)
-    return 130 if interrupted else 0
+    if interrupted:
+        return 143 if trainer.budget.stop_signal == "SIGTERM" else 130
+    return 0
+
+
+def _by(trainer) -> str:
+    """What stopped a run: ``SIGTERM``, ``Ctrl-C`` or a request (``Trainer.request_stop``)."""
+    return {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(trainer.budget.stop_signal, "a stop request")
 
 
 def _say_protocol(console, config) -> None:

@@ -20,6 +20,7 @@ class Budget:
         self.schedule, self.learner = schedule, learner
         self.deadline: float | None = None  # time.monotonic() at which this invocation stops
         self.stop_requested = False
+        self.stop_signal: str | None = None  # "SIGINT" / "SIGTERM": what asked the run to stop, if a signal did
         self._total = (None, 0.0, 0.0)  # (seconds the run may have in all; when this invocation began; its wall0)
 
     def start(self, minutes: float | None, started: float, now: float, wall0: float) -> None:
@@ -50,6 +51,11 @@ class Budget:
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
+    def winding_up(self) -> bool:
+        """Out of time or asked to stop: the epoch's later phases (learning, reanalyze, a test) are left for the
+        next sitting (``--resume`` runs the due updates), so a stop takes at most the phase it came in."""
+        return self.stop_requested or self.out_of_time()
+
     def request_stop(self) -> None:
         """Finish the current epoch, checkpoint and return (what Ctrl-C and SIGTERM do)."""
         self.stop_requested = True
@@ -71,6 +77,7 @@ class Budget:
             if self.stop_requested and signum == signal.SIGINT:
                 raise KeyboardInterrupt
             self.stop_requested = True
+            self.stop_signal = self.stop_signal or signal.Signals(signum).name
 
         for sig in previous:
             signal.signal(sig, on_signal)

@@ -24,12 +24,12 @@ class SyncSchedule:
         t0 = time.perf_counter()
         stored = self._act(row)
         t1 = time.perf_counter()
-        if ctx.ready() and not ctx.budget.out_of_time():  # out of time: the due updates run on --resume
+        if ctx.ready() and not ctx.budget.winding_up():  # out of time or stopping: the due updates run on --resume
             self._learn(row)
         for fut, generation in stored:  # the learner takes calls in order
             ctx.stored(ctx.learner.result(fut, generation, if_dead={"lag": []}), row)  # no lags from a dead one
         t2 = time.perf_counter()
-        if not ctx.budget.out_of_time():
+        if not ctx.budget.winding_up():
             self._reanalyze(row)
         t3 = time.perf_counter()
         ctx.counters["epochs"] += 1
@@ -37,7 +37,7 @@ class SyncSchedule:
             ctx.learner.publish()
         every = ctx.config.testing.every
         if every and ctx.counters["epochs"] % every == 0 and ctx.counters["updates"] > 0 \
-                and not ctx.budget.out_of_time():
+                and not ctx.budget.winding_up():
             row.update({k: [v] for k, v in ctx.test().items()})
         t4 = time.perf_counter()
         for k, v in (("act", t1 - t0), ("learn", t2 - t1), ("reanalyze", t3 - t2), ("test", t4 - t3)):

@@ -200,10 +200,11 @@ class Trainer:
 
     def _diverged(self, err: NonFiniteError) -> NonFiniteError:
         """``err`` with what to do: the last good checkpoint on disk and how to go on from it."""
-        from moozi.checkpoint import list_checkpoints
+        from moozi.checkpoint import checkpoint_name, list_checkpoints
 
         good = list_checkpoints(self.run_dir / "checkpoints")
-        where = (f"the last good state is {good[-1].path} (update {good[-1].step:,}); resume from it with "
+        newest = self.run_dir / "checkpoints" / checkpoint_name(good[-1].step) if good else None
+        where = (f"the last good state is {newest} (update {good[-1].step:,}); resume from it with "
                  f"`moozi train --resume {self.run_dir}`, or start a new run with a lower learner.learning_rate "
                  f"(now {self.config.learner.learning_rate:g})") if good else \
             f"no checkpoint was written before it; start again with a lower learner.learning_rate " \

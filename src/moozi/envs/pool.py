@@ -243,7 +243,10 @@ class _Envs:
 
 
 def _worker(conn, factory, indices, seed) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the run on Ctrl-C and closes us
+    # The parent stops the run on Ctrl-C or SIGTERM (sent to the whole process group by Docker, Slurm,
+    # systemd) and closes us: our pipe's end is how we learn it (EOFError below).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         envs = _Envs(factory, indices, seed)
         conn.send(("ok", None))
@@ -269,15 +272,17 @@ def _worker(conn, factory, indices, seed) -> None:
 
 @contextlib.contextmanager
 def _sigint_ignored():
-    """Ignore SIGINT while a child process is started (it inherits the disposition; main thread only)."""
+    """Ignore SIGINT and SIGTERM while a child process is started (it inherits the dispositions; main thread
+    only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class _Remote:
