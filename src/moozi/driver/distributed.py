@@ -203,6 +203,11 @@ class RayBackend:
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process; moozi starts (or connects to) its own")
         if config.address:
+            if os.environ.get("RAY_AUTH_MODE", "disabled") != "token":
+                logging.getLogger("moozi").warning(
+                    "RAY_AUTH_MODE is not 'token' here: the cluster at %s is likely running without "
+                    "authentication, open to anyone who reaches its ports; start its nodes with "
+                    "RAY_AUTH_MODE=token (docs/distributed.md, A cluster)", config.address)
             ray.init(address=config.address, include_dashboard=False, log_to_driver=True,
                      runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
         else:
