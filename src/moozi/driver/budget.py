@@ -1,13 +1,17 @@
 """A run's budget and its stop signals: the wall clock of this invocation (``--minutes``, on top of the run's
 earlier time), the env-step budget, the learning-rate decay over them, and stop requests (Ctrl-C, SIGTERM, or a
-caller's :meth:`Budget.request_stop`), which end the run between epochs with a checkpoint."""
+caller's :meth:`Budget.request_stop`), which end the run after the epoch's phase they came in, with a checkpoint;
+and what a run says when it starts or diverges."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
 from moozi.update import budget_lr_scale
+
+log = logging.getLogger("moozi")
 
 
 class Budget:
@@ -87,3 +91,33 @@ class Budget:
                 signal.signal(sig, handler)
 
         return restore
+
+
+def diverged_error(err, run_dir, learning_rate: float):
+    """``err`` (a :class:`~moozi.errors.NonFiniteError`) with what to do: the newest checkpoint on disk (the last
+    good state: the diverged one is never saved) and how to go on from it."""
+    from pathlib import Path
+
+    from moozi.checkpoint import checkpoint_name, list_checkpoints
+    from moozi.errors import NonFiniteError
+
+    root = Path(run_dir) / "checkpoints"
+    good = list_checkpoints(root)
+    lower = f"a lower learner.learning_rate (now {learning_rate:g})"
+    where = (f"the last good state is {root / checkpoint_name(good[-1].step)} (update {good[-1].step:,}); resume "
+             f"from it with `moozi train --resume {run_dir}`, or start a new run with {lower}") if good else \
+        f"no checkpoint was written before it; start again with {lower}"
+    return NonFiniteError(f"training diverged: {err}; the run stopped without saving that state; {where}", err.update)
+
+
+def announce(config, minutes: float | None, backend: str, machine: str) -> None:
+    """A run's first lines in train.log: what it trains, for how long, where; and a warning when the learning
+    rate is to decay over a budget the run does not have."""
+    s = config.schedule
+    if config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
+        log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
+                    "schedule.max_env_steps): the learning rate stays at its peak")
+    log.info("training %s %s (%s schedule, %s backend, %d training workers)", config.env.name,
+             "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind, backend,
+             config.distributed.train_workers)
+    log.info("on %s", machine)

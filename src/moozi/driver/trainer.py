@@ -24,7 +24,7 @@ from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.async_schedule import AsyncSchedule
 from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.backends import make_backend
-from moozi.driver.budget import Budget
+from moozi.driver.budget import Budget, announce, diverged_error
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks, check_judges
@@ -154,8 +154,7 @@ class Trainer:
             if getattr(self, "backend", None) is not None:
                 self.backend.shutdown()
         finally:
-            if getattr(self, "_lock", None) is not None:
-                self._lock.release()
+            self._lock.release()  # set before anything could call close()
 
     def checksum(self) -> float:
         """Sum of |learner params| (same seed and schedule: same sum, whatever the backend)."""
@@ -197,20 +196,6 @@ class Trainer:
         log.info("%s checkpoint written: %s%s (%.1f MB in %.1f s)", "final" if final else "periodic", path,
                  "" if with_replay else " (without replay)", cost["checkpoint/bytes"] / 1e6, cost["checkpoint/write_s"])
         return path
-
-    def _diverged(self, err: NonFiniteError) -> NonFiniteError:
-        """``err`` with what to do: the last good checkpoint on disk and how to go on from it."""
-        from moozi.checkpoint import checkpoint_name, list_checkpoints
-
-        good = list_checkpoints(self.run_dir / "checkpoints")
-        newest = self.run_dir / "checkpoints" / checkpoint_name(good[-1].step) if good else None
-        where = (f"the last good state is {newest} (update {good[-1].step:,}); resume from it with "
-                 f"`moozi train --resume {self.run_dir}`, or start a new run with a lower learner.learning_rate "
-                 f"(now {self.config.learner.learning_rate:g})") if good else \
-            f"no checkpoint was written before it; start again with a lower learner.learning_rate " \
-            f"(now {self.config.learner.learning_rate:g})"
-        return NonFiniteError(f"training diverged: {err}; the run stopped without saving that state; {where}",
-                              err.update)
 
     def _restore(self, workers: bool = True) -> dict:
         """Load the newest good checkpoint into the learner (and the workers' states); its last test's metrics."""
@@ -256,16 +241,9 @@ class Trainer:
         self._clock = {"start": start, "wall0": self.counters["wall_s"], "checkpoint": start, "warned": False}
         self.rows.start()
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
-        if self.config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
-            log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
-                        "schedule.max_env_steps): the learning rate stays at its peak")
-        log.info("training %s %s (%s schedule, %s backend, %d training workers)", self.config.env.name,
-                 "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind,
-                 self.backend.name, self.config.distributed.train_workers)
-        log.info("on %s", machine_line(record_machine(self.run_dir)))
+        announce(self.config, minutes, self.backend.name, machine_line(record_machine(self.run_dir)))
         restore_handlers = self.budget.install_stop_handlers()
-        row: dict = {}
-        diverged = None
+        row, diverged = {}, None
         try:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
@@ -275,7 +253,7 @@ class Trainer:
                     sync.epoch(row)
                     self._after_row(row)
         except NonFiniteError as err:
-            diverged = self._diverged(err)  # the CLI prints it once and logs it to train.log
+            diverged = diverged_error(err, self.run_dir, self.config.learner.learning_rate)  # the CLI says it once
             raise diverged from None
         except BaseException as err:
             if not isinstance(err, KeyboardInterrupt):

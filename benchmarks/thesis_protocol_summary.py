@@ -1,0 +1,118 @@
+"""The thesis-protocol card's ``summary.json`` from its run folders (docs/results/thesis-protocol).
+
+Top-level keys: the four games, ``ppo`` and ``ppo_gymnax_protocol``. For each game it reads moozi's runs
+``runs/tp-GAME-sSEED`` (``metrics.jsonl``: the tests by env frames; ``final-minatar.json``: the line ``moozi
+eval RUN --games 64 --package minatar`` printed, the final evaluation on the original package; ``final-thesis-
+planner.json``: the same with ``--planner thesis``) and the PPO baseline's ``runs/ppo-GAME-thesis-
+sSEED/result.json`` (``moozi baseline ppo``), and writes, per game: ``protocol``, ``preset`` and ``overrides``
+(what a user types), ``thesis`` (the thesis's figure), ``seeds`` (``{seed, env_frames, final_mean, final_ci,
+games, curve, status}``, ``curve`` as ``[[env_frames, test_mean], ...]``), and over the seeds with a final
+evaluation ``mean``, ``iqm`` and ``iqm_ci`` (rliable: the interquartile mean with a stratified-bootstrap 95%
+interval); ``ppo`` keyed by game with the same fields, and ``ppo_gymnax_protocol`` (one seed per game on
+gymnax's 1000-move protocol, beside gymnax's published figures). A run still under way has ``status`` "running"
+and no final (it counts in no aggregate).
+
+Usage: ``python benchmarks/thesis_protocol_summary.py [--runs runs] [--out docs/results/thesis-protocol/summary.json]
+[--keep KEY ...]`` (``--keep``: top-level keys of the existing summary written by hand, kept as they are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from moozi.envs.protocol import GAMES, named_protocol
+from moozi.observe.metrics import read_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+THESIS = {"breakout": 100.0, "space_invaders": 300.0, "freeway": 68.6, "asterix": 33.0}
+"""The thesis's figures (Figure 5.1; Breakout and Space Invaders as its plots cap them, Asterix read off its plot)."""
+GYMNAX_PPO = {"breakout": 28.0, "space_invaders": 131.0, "freeway": 58.0, "asterix": 15.0}
+"""gymnax's published PPO figures (10M steps, its 1000-move protocol)."""
+PRESETS = {"breakout": "breakout", "space_invaders": "space_invaders", "freeway": "freeway", "asterix": "asterix"}
+OVERRIDES = ["--protocol thesis", "testing.every=300", "testing.episodes=16", "testing.envs=16",
+             "output.keep_every_updates=5000", "learner.lr_schedule=cosine", "learner.lr_decay_over=budget",
+             "learner.lr_decay_start=0.5", "learner.lr_final_fraction=0.1"]
+"""What a user types beside ``moozi train --preset GAME`` for these runs (docs/results/thesis-protocol)."""
+
+
+def aggregate(finals: list[float], reps: int = 5000) -> dict:
+    """``mean``, ``iqm`` and ``iqm_ci`` (95%, stratified bootstrap) of per-seed final scores, by rliable; {} for
+    none."""
+    if not finals:
+        return {}
+    from rliable import library as rly
+    from rliable import metrics
+
+    scores = np.asarray(finals, np.float64).reshape(-1, 1)  # [seeds, one task]
+    point, ci = rly.get_interval_estimates({"x": scores}, lambda s: np.array([metrics.aggregate_iqm(s)]),
+                                           reps=reps)
+    return {"mean": float(scores.mean()), "iqm": float(point["x"][0]),
+            "iqm_ci": [float(ci["x"][0][0]), float(ci["x"][1][0])], "seeds_counted": len(finals)}
+
+
+def moozi_seed(run: Path, budget: int) -> dict:
+    """One moozi run's entry: its tests by env frames, and its final evaluation on the original package."""
+    rows = read_metrics(run)
+    curve = [[int(r["env_steps"]), float(r["test/return_mean"])] for r in rows if "test/return_mean" in r]
+    frames = max((int(r["env_steps"]) for r in rows if "env_steps" in r), default=0)
+    entry = {"seed": int(run.name.rsplit("-s", 1)[1]), "run": run.name, "env_frames": frames, "curve": curve,
+             "status": "done" if frames >= budget else "running", "final_mean": None, "final_ci": None,
+             "games": None}
+    final = run / "final-minatar.json"
+    if final.exists() and entry["status"] == "done":
+        f = json.loads(final.read_text())
+        entry.update(final_mean=f["return_mean"], final_ci=[f["return_low"], f["return_high"]], games=f["games"],
+                     final_package=f["protocol"]["package"])
+    thesis_planner = run / "final-thesis-planner.json"
+    if thesis_planner.exists() and entry["status"] == "done":
+        f = json.loads(thesis_planner.read_text())
+        entry["final_thesis_planner"] = {"mean": f["return_mean"], "ci": [f["return_low"], f["return_high"]],
+                                         "games": f["games"]}
+    return entry
+
+
+def ppo_seed(result: dict) -> dict:
+    f = result["final"]
+    return {"seed": result["seed"], "env_frames": result["env_frames"], "final_mean": f["mean"], "final_ci": f["ci"],
+            "games": f["games"], "final_package": f["package"], "final_port": result["final_port"],
+            "curve": result["curve"], "wall_s": result["wall_s"], "status": "done"}
+
+
+def summarize(runs: Path) -> dict:
+    out: dict = {"ppo": {}, "ppo_gymnax_protocol": {}}
+    for game in GAMES:
+        rules = named_protocol("thesis", game)
+        seeds = [moozi_seed(r, rules.max_env_frames) for r in sorted(runs.glob(f"tp-{game}-s[0-9]*")) if r.is_dir()]
+        finals = [s["final_mean"] for s in seeds if s["final_mean"] is not None]
+        out[game] = {"protocol": rules.as_dict(), "preset": PRESETS[game], "overrides": OVERRIDES,
+                              "thesis": THESIS[game], "seeds": seeds, **aggregate(finals)}
+        ppo = [ppo_seed(json.loads(p.read_text())) for p in sorted(runs.glob(f"ppo-{game}-thesis-s*/result.json"))]
+        out["ppo"][game] = {"protocol": rules.as_dict(), "seeds": ppo, **aggregate([s["final_mean"] for s in ppo])}
+        gx = [json.loads(p.read_text()) for p in sorted(runs.glob(f"ppo-{game}-gymnax-s*/result.json"))]
+        out["ppo_gymnax_protocol"][game] = {"published": GYMNAX_PPO[game], "seeds": [ppo_seed(r) for r in gx]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", default="runs")
+    parser.add_argument("--out", default=str(ROOT / "docs/results/thesis-protocol/summary.json"))
+    parser.add_argument("--keep", nargs="*", default=[], help="top-level keys of the existing summary to keep")
+    args = parser.parse_args()
+    out = Path(args.out)
+    summary = summarize(Path(args.runs))
+    if out.exists():
+        old = json.loads(out.read_text())
+        summary.update({k: old[k] for k in args.keep if k in old})
+    out.write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps({g: {k: v for k, v in summary[g].items() if k in ("mean", "iqm", "iqm_ci")}
+                      | {"seeds": len(summary[g]["seeds"]), "ppo_seeds": len(summary["ppo"][g]["seeds"])}
+                      for g in GAMES}))
+
+
+if __name__ == "__main__":
+    main()
