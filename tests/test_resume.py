@@ -82,18 +82,26 @@ def test_resume_with_budget_decay_and_average_continues_exactly(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_sigkill_mid_run_then_resume(tmp_path):
-    run = tmp_path / "killed"
+def _long_run(run, checkpoints: int) -> subprocess.Popen:
+    """A cartpole run in a process of its own that checkpoints every fraction of a second and trains on; returned
+    once it has written ``checkpoints`` checkpoints."""
     overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
     cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "cartpole", "--run-dir", str(run),
            *overrides, "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.003"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 300
+    while len(list_checkpoints(run / "checkpoints")) < checkpoints:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("no checkpoints written: " + proc.stderr.read().decode()[-2000:])
+        time.sleep(0.2)
+    return proc
+
+
+def test_sigkill_mid_run_then_resume(tmp_path):
+    run = tmp_path / "killed"
+    proc = _long_run(run, 2)
     try:
-        deadline = time.monotonic() + 300
-        while len(list_checkpoints(run / "checkpoints")) < 2:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no checkpoints written"
-            time.sleep(0.2)
         time.sleep(0.5)  # let it get into the middle of more work
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -205,15 +213,8 @@ def test_one_writer_per_run_folder_and_a_kill_frees_it(tmp_path, capsys):
 
     run = tmp_path / "held"
     overrides = [o for o in TINY if not o.startswith("schedule.max_env_steps")]
-    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "cartpole", "--run-dir", str(run),
-           *overrides, "schedule.max_env_steps=10000000", "output.checkpoint_every_minutes=0.003"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = _long_run(run, 1)
     try:
-        deadline = time.monotonic() + 300
-        while not list_checkpoints(run / "checkpoints"):
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no checkpoint written"
-            time.sleep(0.2)
         assert main(["train", "--resume", str(run), "--minutes", "0.1"]) == 2
         err = capsys.readouterr().err
         assert f"is being written by pid {proc.pid} on " in err and "one process writes a run folder" in err
