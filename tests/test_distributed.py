@@ -577,3 +577,17 @@ def test_a_component_refuses_a_driver_with_other_versions():
     check_versions(versions())  # the same versions: fine
     with pytest.raises(RuntimeError, match=r"version mismatch on node .*: moozi .* here but 0\.0\.0 on the driver"):
         check_versions({**versions(), "moozi": "0.0.0"})
+
+
+def test_a_run_keeps_the_logs_of_its_newest_ray_sessions_only(tmp_path):
+    from moozi.driver.distributed import RAY_SESSIONS_KEPT, prune_ray_sessions
+
+    for i in range(5):
+        folder = tmp_path / f"session_2026-12-0{i + 1}_00-00-00_000000_{i}"
+        (folder / "logs").mkdir(parents=True)
+        os.utime(folder, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "session_latest").symlink_to(folder)
+    gone = prune_ray_sessions(tmp_path)
+    assert [p.name[-1] for p in gone] == ["0", "1"] and RAY_SESSIONS_KEPT == 3
+    assert sorted(p.name[-1] for p in tmp_path.glob("session_2026*")) == ["2", "3", "4"]
+    assert (tmp_path / "session_latest").is_symlink()

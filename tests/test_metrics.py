@@ -208,3 +208,67 @@ def test_rewind_moves_later_records_aside_and_tensorboard_hides_them(tmp_path):
     a.Reload()
     assert [(e.step, e.value) for e in a.Scalars("x")] == [(s, float(s)) for s in range(1, 6)] + [
         (s, 100.0 + s) for s in range(6, 9)]
+
+
+def test_train_log_rotates_and_keeps_a_bounded_number_of_old_files(tmp_path, monkeypatch):
+    import moozi.observe.metrics as metrics
+
+    monkeypatch.setattr(metrics, "LOG_MAX_BYTES", 2_000)
+    logger = logging.getLogger("moozi")
+    before, before_level = list(logger.handlers), logger.level
+    try:
+        setup_logging(tmp_path / "long")
+        for i in range(400):
+            logging.getLogger("moozi.driver").info("row %04d %s", i, "x" * 40)
+        for h in logger.handlers:
+            h.flush()
+        files = sorted(p.name for p in (tmp_path / "long").iterdir())
+        assert files == ["train.log"] + [f"train.log.{i}" for i in range(1, metrics.LOG_KEEP + 1)]
+        assert all((tmp_path / "long" / f).stat().st_size <= 2_100 for f in files)
+        assert "row 0399" in (tmp_path / "long" / "train.log").read_text()
+    finally:
+        for h in [h for h in logger.handlers if h not in before]:
+            logger.removeHandler(h)
+            h.close()
+        logger.setLevel(before_level)
+
+
+def test_metrics_are_read_as_a_stream(tmp_path):
+    from moozi.observe.metrics import iter_metrics
+
+    with MetricsWriter(tmp_path, tensorboard=False) as w:
+        for step in range(3):
+            w.write({"x": step}, step=step)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write("{not json\n" + json.dumps({"step": 9, "x": 9}) + "\n")
+    rows = iter_metrics(tmp_path)
+    assert [next(rows)["x"] for _ in range(3)] == [0, 1, 2]  # records before the bad line come out first
+    with pytest.raises(ValueError, match="metrics.jsonl:4: bad metrics line"):
+        next(rows)
+
+
+def test_the_health_watch_keeps_a_bounded_history_with_the_same_verdicts():
+    """Row by row over a long run, the bounded watch gives the verdict of assess() over the whole history
+    (entropies and episode lengths of every row), while holding only the last few rows."""
+    from types import SimpleNamespace
+
+    from moozi.observe.health import HealthWatch, assess
+
+    rng = np.random.default_rng(0)
+    spec = SimpleNamespace(num_actions=7, two_player=True, observation_shape=(6, 7, 2))
+    watch = HealthWatch(SimpleNamespace(support_size=10), spec, health_tests=3)
+    tests, entropies, lengths = [], [], []
+    for i in range(600):
+        row = {"acting/policy_entropy": float(rng.uniform(0.1, 1.9)),
+               "train/episode_length": float(rng.uniform(5, 40) if i < 400 else rng.uniform(3, 6))}
+        if i % 20 == 0:
+            row["test/return_mean"] = float(rng.uniform(-1, 1))
+        tests += [row["test/return_mean"]] if "test/return_mean" in row else []
+        entropies.append(row["acting/policy_entropy"])
+        lengths.append(row["train/episode_length"])
+        got = watch.check(row)
+        want = assess(tests, entropies, lengths, 7, True, 3)
+        assert {k: v for k, v in got.items() if k != "health/tests"} == pytest.approx(want.metrics), i
+        assert watch.health.reasons == want.reasons, i
+    assert len(watch.history["entropy"]) == len(watch.history["length"]) == 3
+    assert not watch.health.ok  # the games collapsed from 400 on

@@ -185,6 +185,20 @@ def _thread_env(cpus: float, gpus: float) -> dict[str, str]:
     return env
 
 
+RAY_SESSIONS_KEPT = 3  # RUN/ray keeps the logs of this many earlier sittings' private Ray sessions
+
+
+def prune_ray_sessions(folder: Path, keep: int = RAY_SESSIONS_KEPT) -> list[Path]:
+    """Delete all but the newest ``keep`` of Ray's ``session_*`` folders in ``folder`` (each sitting of a run
+    on a private Ray leaves one, with its logs); the folders deleted, oldest first."""
+    sessions = sorted((p for p in folder.glob("session_*") if p.is_dir() and not p.is_symlink()),
+                      key=lambda p: p.stat().st_mtime)
+    gone = sessions[:-keep] if keep > 0 else sessions
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone
+
+
 class RayBackend:
     """Components as Ray actors (see the module doc)."""
 
@@ -224,6 +238,7 @@ class RayBackend:
         wanted = self.run_dir / "ray"
         if len(str(wanted)) <= _MAX_TEMP_DIR:
             wanted.mkdir(parents=True, exist_ok=True)
+            prune_ray_sessions(wanted)
             return wanted
         short = Path(tempfile.mkdtemp(prefix="moozi-ray-"))
         try:  # a pointer from the run directory, so the user finds Ray's logs

@@ -38,7 +38,7 @@ from moozi.errors import NonFiniteError
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.machine import machine_line, record_machine
-from moozi.observe.metrics import MetricsWriter, read_metrics, setup_logging
+from moozi.observe.metrics import MetricsWriter, iter_metrics, setup_logging
 from moozi.parts import build_parts
 from moozi.run_dir import RunLock, new_identity
 
@@ -131,7 +131,7 @@ class Trainer:
         self.ctx.last_test = last_test
         self.rows = RowWriter(self.ctx, self.metrics, watch, remote, progress)
         if resume:
-            for r in read_metrics(self.run_dir):
+            for r in iter_metrics(self.run_dir):  # a stream: a long run's history is never held whole
                 watch.remember(r)
             self.keeper.resume()
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -54,12 +55,15 @@ class Health:
         return "ok" if self.ok else "; ".join(self.reasons)
 
 
-def _smooth(values: Sequence[float], k: int = 3) -> list[float]:
+SMOOTH_ROWS = 3  # the rows a moving average of the entropy and the episode length spans
+
+
+def _smooth(values: Sequence[float], k: int = SMOOTH_ROWS) -> list[float]:
     return [sum(values[max(0, i - k + 1):i + 1]) / len(values[max(0, i - k + 1):i + 1]) for i in range(len(values))]
 
 
 def assess(test_returns: Sequence[float], entropies: Sequence[float], lengths: Sequence[float], num_actions: int,
-           two_player: bool, patience: int) -> Health:
+           two_player: bool, patience: int, longest: float | None = None) -> Health:
     """Health of a run from its history.
 
     Args:
@@ -69,6 +73,8 @@ def assess(test_returns: Sequence[float], entropies: Sequence[float], lengths: S
       num_actions: the game's action count (uniform entropy is ``log(num_actions)``).
       two_player: self-play game (episode length collapse is flagged).
       patience: tests per window compared (the first ones, the last ones; 0: never ``stalled``).
+      longest: the longest moving average of ``lengths`` seen before them, when ``lengths`` holds only the
+        latest rows (a bounded history: :class:`HealthWatch`); None: ``lengths`` is the whole history.
     """
     metrics: dict[str, float] = {}
     reasons = []
@@ -91,11 +97,12 @@ def assess(test_returns: Sequence[float], entropies: Sequence[float], lengths: S
     length_ratio = None
     if lengths:
         smooth = _smooth(lengths)
-        length_ratio = smooth[-1] / max(max(smooth), 1e-9)
+        top = max(smooth) if longest is None else max(longest, smooth[-1])
+        length_ratio = smooth[-1] / max(top, 1e-9)
         metrics["health/length_ratio"] = length_ratio
         if two_player and len(lengths) >= 3 and length_ratio < SHORT_GAMES:
             reasons.append(f"self-play games collapsed to {smooth[-1]:.1f} moves ({length_ratio:.0%} of the "
-                           f"longest average, {max(smooth):.1f})")
+                           f"longest average, {top:.1f})")
     if reasons:
         if "health/entropy_fraction" in metrics:
             reasons.append(f"search policy entropy {metrics['health/entropy_fraction']:.0%} of uniform")
@@ -121,7 +128,11 @@ class HealthWatch:
 
     def __init__(self, model, spec, health_tests: int):
         self.model, self.spec, self.health_tests = model, spec, health_tests
-        self.history: dict[str, list[float]] = {"tests": [], "entropy": [], "length": []}
+        # Bounded: every test (a few hundred in the longest runs), the entropy and episode length of the last
+        # SMOOTH_ROWS rows only, and the longest average length so far: each row's verdict costs the same.
+        self.history: dict[str, Any] = {"tests": [], "entropy": deque(maxlen=SMOOTH_ROWS),
+                                        "length": deque(maxlen=SMOOTH_ROWS)}
+        self._longest = 0.0
         self.health = Health(ok=True)
         self._warned_at = -float("inf")
         self._warned_support = False
@@ -131,14 +142,16 @@ class HealthWatch:
                           ("train/episode_length", "length")):
             if key in row:
                 self.history[name].append(float(row[key]))
+                if name == "length":
+                    self._longest = max(self._longest, sum(self.history["length"]) / len(self.history["length"]))
 
     def check(self, row: dict) -> dict:
         """Remember ``row``, warn where it is due; the row's ``health/*`` metrics."""
         self._check_support(row)
         self.remember(row)
         h = self.history
-        health = assess(h["tests"], h["entropy"], h["length"], self.spec.num_actions, self.spec.two_player,
-                        self.health_tests)
+        health = assess(h["tests"], list(h["entropy"]), list(h["length"]), self.spec.num_actions,
+                        self.spec.two_player, self.health_tests, longest=self._longest)
         now = time.monotonic()
         if not health.ok and self.health.ok:  # warned once, then again only after a quiet spell (no flapping)
             if now - self._warned_at > HEALTH_REPEAT_S:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -34,6 +35,8 @@ METRICS_FILE = "metrics.jsonl"
 REWOUND_FILE = "metrics.rewound.jsonl"
 TB_DIR = "tb"
 LOG_FILE = "train.log"
+LOG_MAX_BYTES = 64 * 1024 * 1024  # train.log rolls over to train.log.1 at this size
+LOG_KEEP = 3  # rolled-over train.log files kept (the oldest beyond them is deleted)
 RESERVED_KEYS = ("step", "wall_time")
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -245,30 +248,35 @@ def _drop_partial_last_line(path: Path) -> None:
 
 
 def _cut_after(path: Path, step: int, rewound: Path) -> None:
-    """Keep the records of ``path`` up to ``step``; append the later ones to ``rewound`` (atomic rewrite)."""
+    """Keep the records of ``path`` up to ``step``; append the later ones to ``rewound`` (atomic rewrite). Two
+    passes over the file as a stream: a long run's metrics are never held in memory."""
     if not path.exists():
         return
-    keep, moved = [], []
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+
+    def later(line: str) -> bool:
         try:
-            later = int(json.loads(line).get("step", 0)) > step
+            return int(json.loads(line).get("step", 0)) > step
         except (ValueError, AttributeError, TypeError):
-            later = False
-        (moved if later else keep).append(line)
-    if not moved:
-        return
-    with open(rewound, "a", encoding="utf-8") as f:
-        f.writelines(moved)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(keep)
-        f.flush()
-        os.fsync(f.fileno())
+            return False
+
+    with open(path, encoding="utf-8") as f:
+        if not any(later(line) for line in f):
+            return
+    tmp, moved = path.with_name(path.name + ".tmp"), 0
+    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as keep, \
+            open(rewound, "a", encoding="utf-8") as out:
+        for line in src:
+            if later(line):
+                out.write(line)
+                moved += 1
+            else:
+                keep.write(line)
+        for f in (out, keep):
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
     _log.warning("%d metrics records after env step %d (work done after the restored checkpoint) moved to %s",
-                 len(moved), step, rewound)
+                 moved, step, rewound)
 
 
 def _decode_value(v: Any) -> Any:
@@ -284,37 +292,43 @@ def training_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """All records of ``run_dir/metrics.jsonl`` (or a ``.jsonl`` file path), in order.
+    """All records of ``run_dir/metrics.jsonl`` (or a ``.jsonl`` file path), in order (:func:`iter_metrics`)."""
+    return list(iter_metrics(run_dir))
+
+
+def iter_metrics(run_dir: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The records of ``run_dir/metrics.jsonl`` (or a ``.jsonl`` file path), in order, read as a stream (a
+    resume of a long run holds one line at a time, not the file).
 
     Non-finite strings are turned back into floats. A truncated last line (a
     killed writer) is skipped; a bad line elsewhere raises ``ValueError`` with
-    its line number. A missing file gives ``[]``.
+    its line number. A missing file gives nothing.
     """
     path = Path(run_dir)
     if path.is_dir() or path.suffix != ".jsonl":
         path = path / METRICS_FILE
     if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    records = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as e:
-            is_last = all(not rest.strip() for rest in lines[n:])
-            if is_last:
-                break
-            raise ValueError(f"{path}:{n}: bad metrics line: {e}") from e
-        records.append({k: _decode_value(v) for k, v in obj.items()})
-    return records
+        return
+    bad = None  # (line number, error) of a bad line: an error only if a record follows it
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                raise ValueError(f"{path}:{bad[0]}: bad metrics line: {bad[1]}") from bad[1]
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
+                bad = (n, e)
+                continue
+            yield {k: _decode_value(v) for k, v in obj.items()}
 
 
 def setup_logging(run_dir: str | os.PathLike, level: str | int = "INFO") -> logging.Logger:
-    """The ``moozi`` logger, writing to ``run_dir/train.log`` (appending).
+    """The ``moozi`` logger, writing to ``run_dir/train.log`` (appending; rotated at :data:`LOG_MAX_BYTES`,
+    :data:`LOG_KEEP` older files kept as ``train.log.1`` ...).
 
     Calling it again for the same file adds nothing (only the level changes);
     calling it for another run directory moves the file handler there. The
@@ -341,7 +355,9 @@ def setup_logging(run_dir: str | os.PathLike, level: str | int = "INFO") -> logg
         logger.removeHandler(h)
         h.close()
     if not any(getattr(h, "_moozi_run_log", False) for h in logger.handlers):
-        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        # Rotated: a run of days keeps LOG_KEEP older files of LOG_MAX_BYTES (train.log.1 the newest of them).
+        handler = logging.handlers.RotatingFileHandler(path, mode="a", maxBytes=LOG_MAX_BYTES,
+                                                       backupCount=LOG_KEEP, encoding="utf-8")
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
         )
