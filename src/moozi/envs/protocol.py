@@ -32,7 +32,7 @@ from moozi.errors import ConfigError
 GAMES = ("asterix", "breakout", "freeway", "space_invaders")
 """The thesis's four MinAtar games (Seaquest is in both packages, not in the thesis)."""
 
-_GYMNAX_IDS = {"asterix": "Asterix-MinAtar", "breakout": "Breakout-MinAtar", "freeway": "Freeway-MinAtar",
+GYMNAX_IDS = {"asterix": "Asterix-MinAtar", "breakout": "Breakout-MinAtar", "freeway": "Freeway-MinAtar",
                "space_invaders": "SpaceInvaders-MinAtar"}
 FREEWAY_MOVES = 2500
 """Freeway's own length in moves (``minatar.environments.freeway.time_limit``)."""
@@ -88,7 +88,7 @@ def game_of(env_name: str) -> tuple[str, str] | None:
     if prefix == "minatar" and rest in GAMES:
         return "minatar", rest
     if prefix == "gymnax":
-        for game, gid in _GYMNAX_IDS.items():
+        for game, gid in GYMNAX_IDS.items():
             if rest == gid:
                 return "gymnax", game
     return None
@@ -97,7 +97,7 @@ def game_of(env_name: str) -> tuple[str, str] | None:
 def _require_game(env_name: str, what: str) -> tuple[str, str]:
     found = game_of(env_name)
     if found is None:
-        names = ", ".join(f"minatar:{g}" for g in GAMES) + ", " + ", ".join(f"gymnax:{g}" for g in _GYMNAX_IDS.values())
+        names = ", ".join(f"minatar:{g}" for g in GAMES) + ", " + ", ".join(f"gymnax:{g}" for g in GYMNAX_IDS.values())
         raise ConfigError(f"{what}: env.name = {env_name!r} is not one of the thesis's MinAtar games; allowed: {names}")
     return found
 
@@ -207,7 +207,7 @@ def counterpart(env_config, package: str):
         if game == "freeway":
             cap = FREEWAY_MOVES if cap is None else min(int(cap), FREEWAY_MOVES)
         new = {"max_episode_steps": cap}
-        return dataclasses.replace(env_config, name=f"gymnax:{_GYMNAX_IDS[game]}", kwargs=new)
+        return dataclasses.replace(env_config, name=f"gymnax:{GYMNAX_IDS[game]}", kwargs=new)
     cap = kwargs.get("max_episode_steps", FREEWAY_MOVES if game == "freeway" else 1000)
     new = {"sticky_action_prob": 0.0, "minimal_action_set": True, "max_episode_steps": cap}
     return dataclasses.replace(env_config, name=f"minatar:{game}", kwargs=new)

@@ -51,7 +51,7 @@ def port_game(game: str, protocol: str):
     import gymnax
     from gymnax.wrappers.compat import LegacyStepAPIWrapper
 
-    from moozi.envs.protocol import _GYMNAX_IDS, GAMES, named_protocol
+    from moozi.envs.protocol import GAMES, GYMNAX_IDS, named_protocol
 
     if game not in GAMES:
         raise ConfigError(f"--game {game!r} is invalid: allowed {', '.join(GAMES)}")
@@ -60,7 +60,7 @@ def port_game(game: str, protocol: str):
         def __deepcopy__(self, memo):  # rejax deep-copies its config; the adapter's proxying breaks the default
             return self
 
-    env, params = gymnax.make(_GYMNAX_IDS[game])
+    env, params = gymnax.make(GYMNAX_IDS[game])
     return Port(env), params.replace(max_steps_in_episode=rules.max_episode_steps), rules
 
 
