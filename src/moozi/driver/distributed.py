@@ -17,6 +17,7 @@ for Ray's sockets), and stops it on exit, on error and on Ctrl-C.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -199,6 +200,32 @@ def prune_ray_sessions(folder: Path, keep: int = RAY_SESSIONS_KEPT) -> list[Path
     return gone
 
 
+@contextlib.contextmanager
+def own_process_group():
+    """While ``ray.init`` starts a private Ray, its daemons (and so the workers the raylet forks) start in a
+    process group of their own, as Ray does on Windows: a SIGTERM or SIGINT sent to the run's process group (a
+    container runtime, Slurm, systemd, a terminal) then reaches only the driver, which stops the run cleanly
+    (final checkpoint, exit 143) and shuts Ray down, instead of Ray dying under it. They still die with the
+    driver (Ray's kernel fate sharing, ``PR_SET_PDEATHSIG``); without that support nothing is changed."""
+    from ray._private import services, utils
+
+    base = getattr(services, "ConsolePopen", None)
+    if base is None or not sys.platform.startswith("linux") or not utils.detect_fate_sharing_support():
+        yield
+        return
+
+    class Grouped(base):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = Grouped
+    try:
+        yield
+    finally:
+        services.ConsolePopen = base
+
+
 class RayBackend:
     """Components as Ray actors (see the module doc)."""
 
@@ -226,8 +253,8 @@ class RayBackend:
                      runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
         else:
             self._temp = self._temp_dir()
-            with warnings.catch_warnings():  # Ray forks+execs its daemons at once: JAX's fork warning does not apply
-                warnings.simplefilter("ignore", RuntimeWarning)
+            with warnings.catch_warnings(), own_process_group():  # Ray forks+execs its daemons at once: JAX's
+                warnings.simplefilter("ignore", RuntimeWarning)  # fork warning does not apply
                 ray.init(num_cpus=config.num_cpus or 64, include_dashboard=False, _temp_dir=str(self._temp),
                          object_store_memory=config.object_store_mb * 1024 * 1024, _node_ip_address="127.0.0.1",
                          log_to_driver=False, configure_logging=False)
