@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -209,6 +210,151 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(two_checkpoints, t
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".tmp-")]
     log = (run / "train.log").read_text()
     assert "Traceback" in log and "OSError" in log  # the exception that ended the run is in train.log
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _inject_replay_chunks(monkeypatch, run):
+    import moozi.checkpoint.files as ck
+
+    real, calls = ck._write_frame, []
+
+    def frame(out, data, level):  # the header goes, the first chunk of the replay finds the disk full
+        calls.append(1)
+        if len(calls) > 1:
+            _full()
+        return real(out, data, level)
+
+    monkeypatch.setattr(ck, "_write_frame", frame)
+    return ["was not written", "is intact"]
+
+
+def _inject_kept(monkeypatch, run):
+    import moozi.checkpoint.files as ck
+
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["output"]["keep_every_updates"] = 1
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    real = ck._write_file
+    monkeypatch.setattr(ck, "_write_file", lambda path, data: _full() if "kept" in Path(path).parts else
+                        real(path, data))
+    return ["was written (", "its params were not kept in", "No space left on device"]
+
+
+class _FullFile:
+    """A file object whose writes find the disk full (a wrapped real file: reading, closing still work)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, data):
+        _full()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def _inject_metrics_rows(monkeypatch, run):
+    import builtins
+
+    import moozi.observe.metrics as metrics
+
+    def opener(path, mode="r", *args, **kwargs):
+        f = builtins.open(path, mode, *args, **kwargs)
+        return _FullFile(f) if mode == "a" else f
+
+    monkeypatch.setattr(metrics, "open", opener, raising=False)
+    return ["metrics.jsonl", "the metrics row at step", "was not written (the rows before it are in the file)"]
+
+
+def _inject_tensorboard(monkeypatch, run):
+    from tensorboardX.event_file_writer import EventsWriter
+
+    monkeypatch.setattr(EventsWriter, "flush", _full)
+    return ["the TensorBoard events of the metrics row at step", "were not written (the row is in"]
+
+
+@pytest.mark.parametrize("inject", [_inject_replay_chunks, _inject_kept, _inject_metrics_rows, _inject_tensorboard],
+                         ids=["replay-chunks", "kept", "metrics-rows", "tensorboard"])
+def test_a_full_disk_on_any_writer_is_one_line_and_keeps_the_last_checkpoint(inject, two_checkpoints, tmp_path,
+                                                                               capsys, monkeypatch):
+    """Fault injection for each writer of a run: the run ends with exit 2 and one line naming what was and was not
+    written (the first error, never hidden by the last writes that fail after it); no hang; no half-written
+    folder; every checkpoint on disk loads, the newest from before it among them."""
+    import shutil
+
+    from moozi.checkpoint import load_checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(two_checkpoints, run)
+    before = [c.path.name for c in list_checkpoints(run / "checkpoints")]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["schedule"]["max_env_steps"] = 400
+    config["output"]["checkpoint_every_minutes"] = 1e-6  # a checkpoint after every row
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    words = inject(monkeypatch, run)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 2
+    monkeypatch.undo()
+    err = _err(capsys).strip().splitlines()
+    assert len(err) >= 1 and all(w in err[-1] for w in words), err
+    left = list_checkpoints(run / "checkpoints")
+    assert before[-1] in [c.path.name for c in left]
+    for c in left:
+        load_checkpoint(c.path)
+    assert not [p for p in (run / "checkpoints").rglob("*") if p.name.startswith(".tmp-")]
+    assert "Traceback" in (run / "train.log").read_text()  # the whole story is in train.log
+
+
+def _gif(path):
+    from moozi.observe.gif import write_gif
+
+    return write_gif(path, [np.zeros((4, 4, 3), np.uint8)] * 2), "the GIF"
+
+
+def _records(path):
+    from moozi.eval.arena import GameRecord, write_records
+
+    write_records(path, [GameRecord(0, 0, 0, (), (1, 2), 1.0)], "a", "b", {"games": 1})
+    return path, "the records of 1 games"
+
+
+@pytest.mark.parametrize("write", [_gif, _records], ids=["gif", "match-records"])
+def test_a_full_disk_leaves_an_output_file_as_it_was(write, tmp_path, monkeypatch):
+    """GIFs, reports and match records are written whole or not at all: on a full disk the file there from
+    before is unchanged, no temporary file is left, and the error names the file and what was not written."""
+    import PIL.Image
+
+    from moozi.cli.console import _user_error
+
+    path = tmp_path / "out.bin"
+    path.write_bytes(b"before")
+    monkeypatch.setattr(PIL.Image.Image, "save", _full)
+    monkeypatch.setattr(Path, "write_text", _full)
+    with pytest.raises(OSError) as e:
+        write(path)
+    monkeypatch.undo()
+    what = write(tmp_path / "ok.bin")[1]
+    assert path.read_bytes() == b"before" and sorted(p.name for p in tmp_path.iterdir()) == ["ok.bin", "out.bin"]
+    assert _user_error(e.value) == (f"cannot write {path}: No space left on device; {what} was not written (the "
+                                    "file there from before is unchanged)")
+
+
+def test_a_full_disk_while_writing_a_report(two_checkpoints, tmp_path, monkeypatch):
+    from moozi.observe.report import write_report
+
+    monkeypatch.setattr(Path, "write_text", _full)
+    with pytest.raises(OSError, match="the report was not written .nothing is left there."):
+        write_report([two_checkpoints], tmp_path / "report.html")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_read_only_run_directory(tmp_path, capsys, monkeypatch):

@@ -197,9 +197,18 @@ class _HashingFile:
         self.bytes += len(data)
 
     def close(self) -> None:
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        try:
+            self.f.flush()
+            os.fsync(self.f.fileno())
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Close without syncing, whatever is left unwritten (the part is being given up)."""
+        try:
+            self.f.close()  # closes the file even when its last flush fails (a full disk)
+        except OSError:
+            pass
 
 
 def write_chunked_part(folder: str | os.PathLike, name: str, header: Mapping[str, Any],
@@ -228,8 +237,10 @@ def write_chunked_part(folder: str | os.PathLike, name: str, header: Mapping[str
             _write_frame(out, data, compress_level)
             count += 1
             del data
-    finally:
-        out.close()
+    except BaseException:
+        out.abort()  # the first error stands (closing would retry the flush the full disk refused)
+        raise
+    out.close()
     return {"file": f"{name}.{CHUNKS}", "bytes": out.bytes, "sha256": out.digest.hexdigest(), "layout": CHUNKS,
             "chunks": count, "raw_bytes": raw}
 

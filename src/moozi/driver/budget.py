@@ -121,3 +121,21 @@ def announce(config, minutes: float | None, backend: str, machine: str) -> None:
              "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind, backend,
              config.distributed.train_workers)
     log.info("on %s", machine)
+
+
+def last_writes(writes: list[tuple[str, Callable[[], object]]], failing: BaseException | None) -> None:
+    """A run's last writes (the last metrics row, the final checkpoint, closing the metrics), each tried even if
+    one before it failed (a full disk). ``writes``: ``(what, call)`` pairs. With ``failing`` (the error already
+    ending the run) their own failures are logged and never raised over it, so the user sees the first error;
+    without, the first failure is raised once all were tried."""
+    first = None
+    for what, call in writes:
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 - each is reported; the first one raised below
+            if failing is None and first is None:
+                first = e
+            else:
+                log.error("%s was not written either: %s", what, e)
+    if first is not None:
+        raise first

@@ -18,6 +18,7 @@ from typing import Any
 
 from moozi.driver.backend import Resources, WorkerDied
 from moozi.driver.hosts import ActingHost, ReanalyzeHost
+from moozi.files import write_atomic
 
 log = logging.getLogger("moozi")
 
@@ -97,7 +98,8 @@ class Fleet:
         self._write_placement()
 
     def _write_placement(self) -> None:
-        (self.run_dir / "workers.json").write_text(json.dumps(self.placement, indent=1))
+        text = json.dumps(self.placement, indent=1)  # whole or not at all: readers (kill tests, watch) poll it
+        write_atomic(self.run_dir / "workers.json", lambda tmp: tmp.write_text(text), "the components' placement")
 
     def restart(self, slot: Slot, error: Exception) -> None:
         """A worker died: its slot gets a new incarnation after a backoff (the driver does not wait for it).

@@ -187,13 +187,17 @@ class LearnerHost:
                     pending.abort()
                     raise
                 path = pending.commit(meta, keep=out.keep_checkpoints, keep_part="replay")
-                self._keep_params(step, meta)
         except OSError as e:  # a full or read-only disk: say what was kept
             previous = list_checkpoints(directory)
             kept = (f"the previous checkpoint {directory / checkpoint_name(previous[-1].step)} is intact" if previous
                     else "no earlier checkpoint exists")
             raise CheckpointError(f"the checkpoint at update {step} was not written to {directory} "
                                   f"({e.strerror or e}); {kept}") from e
+        try:
+            self._keep_params(step, meta)
+        except OSError as e:  # the checkpoint itself is committed: say so
+            raise CheckpointError(f"the checkpoint at update {step} was written ({path}), but its params were not "
+                                  f"kept in {directory / KEPT_DIR} ({e.strerror or e})") from e
         metrics = {"checkpoint/write_s": time.perf_counter() - t,
                    "checkpoint/bytes": float(sum(p["bytes"] for p in pending.parts.values()))}
         if with_replay:

@@ -24,7 +24,7 @@ from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.async_schedule import AsyncSchedule
 from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.backends import make_backend
-from moozi.driver.budget import Budget, announce, diverged_error
+from moozi.driver.budget import Budget, announce, diverged_error, last_writes
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks, check_judges
@@ -243,7 +243,7 @@ class Trainer:
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
         announce(self.config, minutes, self.backend.name, machine_line(record_machine(self.run_dir)))
         restore_handlers = self.budget.install_stop_handlers()
-        row, diverged = {}, None
+        row, diverged, failing = {}, None, None
         try:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
@@ -253,9 +253,10 @@ class Trainer:
                     sync.epoch(row)
                     self._after_row(row)
         except NonFiniteError as err:
-            diverged = diverged_error(err, self.run_dir, self.config.learner.learning_rate)  # the CLI says it once
+            failing = diverged = diverged_error(err, self.run_dir, self.config.learner.learning_rate)  # said once
             raise diverged from None
         except BaseException as err:
+            failing = err
             if not isinstance(err, KeyboardInterrupt):
                 log.error("the run stopped on an error; writing a last checkpoint", exc_info=err)
                 err._moozi_logged = True  # noqa: SLF001 - the CLI does not log it again
@@ -263,11 +264,9 @@ class Trainer:
         finally:
             restore_handlers()
             self.counters["wall_s"] = self._clock["wall0"] + (time.monotonic() - start)
-            if diverged is None:  # a diverged run's state is not saved over its last good checkpoint
-                if row:
-                    self.rows.write(row)
-                self.save(final=True)
-            self.metrics.close()
+            ends = [] if diverged else [("the last metrics row", lambda: row and self.rows.write(row)),  # a diverged
+                                        ("the final checkpoint", lambda: self.save(final=True))]  # state: not saved
+            last_writes([*ends, ("metrics.jsonl", self.metrics.close)], failing)
         if self.counters["updates"] == 0:
             log.warning("the run ended without a single update: %s",
                         self.ledger.why_no_update(self.budget.out_of_time()))

@@ -189,11 +189,12 @@ def _finite(x: float):
 
 def write_records(path, records: list[GameRecord], a_id: str, b_id: str, meta: dict | None = None) -> None:
     """Game records as JSON lines (one per game, in game order), after a header line with the match settings."""
-    with open(path, "w") as f:
-        if meta is not None:
-            f.write(json.dumps({"match": meta}) + "\n")
-        for r in sorted(records, key=lambda r: r.game):
-            f.write(json.dumps(r.to_json(a_id, b_id)) + "\n")
+    from moozi.files import write_atomic
+
+    lines = ([json.dumps({"match": meta})] if meta is not None else []) + [
+        json.dumps(r.to_json(a_id, b_id)) for r in sorted(records, key=lambda r: r.game)]
+    write_atomic(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in lines)),
+                 f"the records of {len(records)} games")
 
 
 def game_of(players: list[str], game: str | None, modules=()) -> tuple[str, dict, tuple]:

@@ -86,15 +86,15 @@ def write_gif(path: Path | str, frames: list, fps: float = 8.0) -> Path:
     """Write ``frames`` (same-sized ``[H, W, 3]`` uint8) as a looping GIF; returns the path."""
     from PIL import Image
 
+    from moozi.files import write_atomic
+
     if not frames:
         raise ValueError("no frames to write")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     images = [Image.fromarray(np.asarray(f, np.uint8)) for f in frames]
-    tmp = path.with_name(path.name + ".tmp")
-    images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
-    tmp.replace(path)  # a reader never sees half a GIF
-    return path
+    return write_atomic(path, lambda tmp: images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+                                                         duration=int(1000 / fps), loop=0), "the GIF")
 
 
 def tensorboard_strip(frames: list, max_frames: int = 16) -> np.ndarray:

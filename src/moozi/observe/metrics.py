@@ -75,6 +75,68 @@ def _json_value(x: int | float) -> int | float | str:
     return x
 
 
+class _Events:
+    """TensorBoard event files written in the caller's thread, from tensorboardX's summaries and event file.
+
+    tensorboardX's ``SummaryWriter`` writes from a background thread: an ``OSError`` there (a full or read-only
+    disk) ends the thread with a traceback on stderr, its queue fills, and the next write (or ``close``) blocks
+    the run forever. Here a failed write raises where it happens, naming the file, and nothing waits on a
+    thread. Events are the same as ``SummaryWriter``'s (its default histogram bins; ``purge_step`` as a
+    ``SessionLog.START`` at that step, so TensorBoard drops the older events from it on)."""
+
+    def __init__(self, folder: Path, purge_step: int | None, suffix: str):
+        from tensorboardX.event_file_writer import EventsWriter
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self._writer = self._guard(lambda: EventsWriter(str(folder / "events"), filename_suffix=suffix), folder)
+        self.path = Path(getattr(self._writer, "_file_name", folder))
+        if purge_step is not None:
+            from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+            self._write(Event(step=int(purge_step), wall_time=time.time(),
+                              session_log=SessionLog(status=SessionLog.START)))
+
+    @staticmethod
+    def _guard(call, path):
+        try:
+            return call()
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+
+    def _write(self, event) -> None:
+        self._guard(lambda: self._writer.write_event(event), self.path)
+
+    def summary(self, summary, step: int) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+
+        self._write(Event(summary=summary, step=int(step), wall_time=time.time()))
+
+    def scalar(self, key: str, value: float, step: int) -> None:
+        from tensorboardX.summary import scalar
+
+        self.summary(scalar(key, value), step)
+
+    def histogram(self, key: str, values: np.ndarray, step: int) -> None:
+        from tensorboardX.summary import histogram
+
+        self.summary(histogram(key, values, _tensorflow_bins()), step)
+
+    def flush(self) -> None:
+        self._guard(self._writer.flush, self.path)
+
+    def close(self) -> None:
+        self._guard(self._writer.close, self.path)
+
+
+def _tensorflow_bins() -> list[float]:
+    """The histogram bins of TensorBoard's ``'tensorflow'`` default (what ``SummaryWriter.add_histogram`` uses)."""
+    v, buckets = 1e-12, []
+    while v < 1e20:
+        buckets.append(v)
+        v *= 1.1
+    return [-b for b in reversed(buckets)] + [0.0] + buckets
+
+
 class MetricsWriter:
     """Appends scalar metrics to ``run_dir/metrics.jsonl`` and TensorBoard (``run_dir/tb``).
 
@@ -104,7 +166,7 @@ class MetricsWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         if self._tensorboard:
             try:
-                from tensorboardX import SummaryWriter
+                import tensorboardX  # noqa: F401
             except ImportError:
                 _log.warning(
                     "tensorboardX is not installed; metrics go to %s only "
@@ -117,8 +179,7 @@ class MetricsWriter:
                 # Event files are named by the second they were opened in: a second writer opened within
                 # the same second would truncate the first one's file. A nanosecond suffix keeps them apart
                 # and in the order TensorBoard must read them (it sorts by name) for purge_step to apply.
-                self._tb = SummaryWriter(str(self.run_dir / TB_DIR), purge_step=purge,
-                                         filename_suffix=f".{time.time_ns()}")
+                self._tb = _Events(self.run_dir / TB_DIR, purge, f".{time.time_ns()}")
 
     def rewind(self, step: int) -> None:
         """Continue from ``step`` (a run restored from a checkpoint): later records are moved out.
@@ -157,11 +218,17 @@ class MetricsWriter:
         try:
             self._file.write(json.dumps(record, allow_nan=False) + "\n")
             self._file.flush()
-        except OSError as e:  # name the file (a full disk's error does not)
-            raise OSError(e.errno, e.strerror, str(self.path)) from e
+        except OSError as e:  # name the file and the row (a full disk's error does neither)
+            raise OSError(e.errno, f"{e.strerror or e}; the metrics row at step {step} was not written (the rows "
+                                   "before it are in the file)", str(self.path)) from e
         if self._tb is not None:
-            for key, value in values.items():
-                self._tb.add_scalar(key, value, step)
+            try:
+                for key, value in values.items():
+                    self._tb.scalar(key, value, step)
+                self._tb.flush()
+            except OSError as e:
+                raise OSError(e.errno, f"{e.strerror or e}; the TensorBoard events of the metrics row at step {step} "
+                                       f"were not written (the row is in {self.path})", e.filename) from e
 
     def write_histogram(self, key: str, values: Any, step: int) -> None:
         """Log an array's distribution to TensorBoard (no-op without TensorBoard).
@@ -171,8 +238,7 @@ class MetricsWriter:
         if self._file is None:
             raise ValueError("MetricsWriter is closed")
         if self._tb is not None:
-            arr = np.asarray(values, dtype=np.float64).reshape(-1)
-            self._tb.add_histogram(key, arr, int(step))
+            self._tb.histogram(key, np.asarray(values, dtype=np.float64).reshape(-1), int(step))
 
     def write_histogram_raw(self, key: str, histogram: Mapping[str, Any], step: int) -> None:
         """Log a histogram already counted (:func:`moozi.observe.histograms.leaf_histogram`) to TensorBoard
@@ -180,17 +246,21 @@ class MetricsWriter:
         if self._file is None:
             raise ValueError("MetricsWriter is closed")
         if self._tb is not None:
+            from tensorboardX.summary import histogram_raw
+
             h = histogram
-            self._tb.add_histogram_raw(key, min=h["min"], max=h["max"], num=h["num"], sum=h["sum"],
-                                       sum_squares=h["sum_squares"], bucket_limits=list(h["bucket_limits"]),
-                                       bucket_counts=list(h["bucket_counts"]), global_step=int(step))
+            self._tb.summary(histogram_raw(key, min=h["min"], max=h["max"], num=h["num"], sum=h["sum"],
+                                           sum_squares=h["sum_squares"], bucket_limits=list(h["bucket_limits"]),
+                                           bucket_counts=list(h["bucket_counts"])), int(step))
 
     def write_image(self, key: str, image: Any, step: int) -> None:
         """Log an ``[H, W, 3]`` uint8 image to TensorBoard (no-op without TensorBoard)."""
         if self._file is None:
             raise ValueError("MetricsWriter is closed")
         if self._tb is not None:
-            self._tb.add_image(key, np.asarray(image, np.uint8), int(step), dataformats="HWC")
+            from tensorboardX.summary import image as image_summary
+
+            self._tb.summary(image_summary(key, np.asarray(image, np.uint8), dataformats="HWC"), int(step))
 
     def flush(self) -> None:
         """Push buffered lines and events to disk."""
@@ -204,14 +274,19 @@ class MetricsWriter:
         return self._file is None
 
     def close(self) -> None:
-        """Flush and close the files (idempotent)."""
-        if self._file is not None:
-            self._file.flush()
-            self._file.close()
-            self._file = None
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        """Flush and close the files (idempotent). Both are closed even if a flush fails (a full disk); then the
+        first error is raised, naming its file."""
+        file, tb, self._file, self._tb = self._file, self._tb, None, None
+        first = None
+        for close, path in ((file.close if file is not None else None, self.path),
+                            (tb.close if tb is not None else None, tb.path if tb is not None else None)):
+            try:
+                if close is not None:
+                    close()
+            except OSError as e:
+                first = first or OSError(e.errno, f"{e.strerror or e}; the last lines were not written", str(path))
+        if first is not None:
+            raise first
 
     def __enter__(self) -> "MetricsWriter":
         return self

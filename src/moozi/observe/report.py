@@ -213,8 +213,7 @@ def write_report(run_dirs: list[Path | str], out: Path | str) -> Path:
     """Write :func:`build_report` to ``out`` (atomically); returns the path."""
     out = Path(out)
     html = build_report(run_dirs)  # before anything is written: a mistyped run leaves no folder behind
+    from moozi.files import write_atomic
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html)
-    tmp.replace(out)
-    return out
+    return write_atomic(out, lambda tmp: tmp.write_text(html), "the report")
