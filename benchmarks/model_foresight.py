@@ -22,13 +22,6 @@ reward, and ``r + gamma v`` of the state it leads to). Reported:
 * ``action_corr``: over all states, the correlation between the dynamics' and the real ranking's q once
   each state's mean is taken out (what each move adds): high with a ``p_safe_above_fatal`` of 0.5 means
   the dynamics learnt what a move does in general (climbing pays) but not where it is fatal;
-* with a decoder (``learner.reconstruction_coef``): ``decoded_cells_wrong_fatal`` / ``_safe``, the mean
-  number of cells of the next frame (rounded at 0.5) the decoded first dynamics step gets wrong after
-  fatal and after safe moves: does the dynamics predict the setback, or the frame without it?
-
-* with a q head (``model.q_head``, which the search's first step uses in place of the dynamics' ``r +
-  gamma v``): ``p_safe_above_fatal_q`` and ``q_gap_q``, the same ranking by the head's q, and
-  ``replay_auc_q`` on the replay (below);
 
 * with ``offline_fit.py --foresight`` in a game with a setback: ``replay_auc`` / ``replay_auc_real``
   (:func:`replay_setback`), the same question on the run's own replay, the data the model trains on
@@ -107,31 +100,23 @@ def make_probe(env, history_length: int, steps: int = 300, batch: int = 64, seed
 
 def make_look(model, actions: int, discount: float):
     """The jitted reader ``(params, history, next_observations [B, A, H, W, C]) -> (value, reward [B, A],
-    r + gamma v [B, A], decoded, real_value [B, A], q_head [B, A])``, ``q_head`` the q head's values of the
-    moves (models with one; else 0), ``decoded`` the newest frame of each action's decoded
-    next observation ``[B, A, H, W, C]`` (models with a decoder; else 0), ``real_value`` the value of each
-    action's real next history (the representation of the game's frame, no dynamics); build it once and pass
-    it to every :func:`foresight` call on the same model (a new one would compile again)."""
+    r + gamma v [B, A], real_value [B, A])``, ``real_value`` the value of each action's real next history
+    (the representation of the game's frame, no dynamics); build it once and pass it to every
+    :func:`foresight` call on the same model (a new one would compile again)."""
 
     @jax.jit
     def look(p, history, next_observations):
-        frames = history[0]  # [B, L, H, W, C]
-        length, channels = frames.shape[1], frames.shape[-1]
         out = model.initial_inference(p, history_observation(history, model.num_actions))
-        rewards, qs, decoded = [], [], []
+        rewards, qs = [], []
         for a in range(actions):
             nxt = model.recurrent_inference(p, out.hidden, jnp.full(out.value.shape, a + 1, jnp.int32))
             rewards.append(nxt.reward)
             qs.append(nxt.reward + discount * nxt.value)
-            if model.config.decoder:  # stacked channels: frames oldest first, then actions
-                decoded.append(model.decode(p, nxt.hidden)[..., (length - 1) * channels:length * channels])
-        decoded = jnp.stack(decoded, 1) if decoded else jnp.zeros(())
         batch = out.value.shape[0]
         real = [model.initial_inference(p, history_observation(
             history_push(history, next_observations[:, a], jnp.full(batch, a + 1, jnp.int32),
                          jnp.zeros(batch, bool)), model.num_actions)).value for a in range(actions)]
-        head = model.action_values(p, out.hidden)[1][:, 1:] if model.config.q_head else jnp.zeros(())
-        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), decoded, jnp.stack(real, -1), head
+        return out.value, jnp.stack(rewards, -1), jnp.stack(qs, -1), jnp.stack(real, -1)
 
     return look
 
@@ -171,23 +156,12 @@ def foresight(model, params, probe: dict, discount: float, look=None) -> dict:
     look = look or make_look(model, probe["fatal"].shape[-1], discount)
     looked = [look(params, h, n) for h, n in zip(probe["histories"], probe["next_observations"])]
     ok = probe["valid"]
-    value, reward, q, real = (np.concatenate([np.asarray(x[i]) for x in looked])[ok] for i in (0, 1, 2, 4))
+    value, reward, q, real = (np.concatenate([np.asarray(x[i]) for x in looked])[ok] for i in (0, 1, 2, 3))
     fatal, true_reward = probe["fatal"][ok], probe["reward"][ok]
     q_real = true_reward + discount * np.where(probe["terminal"][ok], 0.0, real)
     mixed = fatal.any(-1) & ~fatal.all(-1)
     rewarded = true_reward != 0
-    extra = {}  # the q head's and the decoder's measures, for models with them
-    if model.config.q_head:
-        head = np.concatenate([np.asarray(x[5]) for x in looked])[ok]
-        extra = {"p_safe_above_fatal_q": safe_above_fatal(head[mixed], fatal[mixed]),
-                 "q_gap_q": safe_minus_fatal(head[mixed], fatal[mixed])}
-    if model.config.decoder:
-        decoded = np.concatenate([np.asarray(x[3]) > 0.5 for x in looked])[ok]
-        frames = np.concatenate(probe["next_observations"])[ok] > 0.5
-        wrong = (decoded != frames).reshape(*fatal.shape, -1).sum(-1)  # [states, A]
-        extra |= {"decoded_cells_wrong_fatal": round(float(wrong[fatal].mean()), 3) if fatal.any() else None,
-                  "decoded_cells_wrong_safe": round(float(wrong[~fatal].mean()), 3)}
-    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4), **extra,
+    return {"states": int(ok.sum()), "value_sd": round(float(value.std()), 4),
             "states_with_safe_and_fatal": int(mixed.sum()),
             "p_safe_above_fatal": safe_above_fatal(q[mixed], fatal[mixed]),
             "p_safe_above_fatal_real": safe_above_fatal(q_real[mixed], fatal[mixed]),
@@ -224,9 +198,9 @@ def replay_transitions(replay, target_config, num_actions: int, frame_scale: flo
 
 
 def make_margins(model, discount: float):
-    """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop, q_margin)`` of
-    :func:`replay_setback`: the dynamics' margin of the best other move over the move taken, the value's
-    real drop, and the q head's margin (models with one; else 0); build it once per model and pass it to every
+    """The jitted reader ``(params, obs, next_obs, action, reward) -> (margin, drop)`` of
+    :func:`replay_setback`: the dynamics' margin of the best other move over the move taken and the value's
+    real drop; build it once per model and pass it to every
     call (a new one would compile again)."""
     actions = model.num_actions - 1
 
@@ -240,8 +214,7 @@ def make_margins(model, discount: float):
             return jnp.where(jax.nn.one_hot(action - 1, actions) > 0, -jnp.inf, q).max(-1) - taken
 
         real = model.initial_inference(p, nxt)
-        head = margin(model.action_values(p, out.hidden)[1][:, 1:]) if model.config.q_head else jnp.zeros(())
-        return margin(qs), out.value - (reward + discount * real.value), head
+        return margin(qs), out.value - (reward + discount * real.value)
 
     return margins
 
@@ -265,9 +238,6 @@ def replay_setback(model, params, transitions: dict, discount: float, margins=No
     if 0 < hit.sum() < len(hit):
         found.update(replay_auc=round(float(roc_auc_score(hit, dyn)), 3),
                      replay_auc_real=round(float(roc_auc_score(hit, real)), 3))
-        if model.config.q_head:
-            head = np.concatenate([np.asarray(x[2]) for x in parts])
-            found["replay_auc_q"] = round(float(roc_auc_score(hit, head)), 3)
     return found
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig, TargetConfig, TestingConfig, from_dict, to_dict
+from moozi.config import Config, ConfigError, LearnerConfig, ModelConfig, PlannerConfig, TargetConfig, TestingConfig, from_dict, to_dict
 
 
 @pytest.mark.parametrize(
@@ -11,9 +11,7 @@ from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig,
         (ModelConfig, {"kind": "transformer"}, "model.kind = 'transformer' is invalid: allowed one of 'resnet', 'mlp'"),
         (ModelConfig, {"support_size": 0}, "model.support_size"),
         (ModelConfig, {"mlp_hidden": (64, -1)}, "model.mlp_hidden"),
-        (ModelConfig, {"q_head": True, "dynamics": "simulator"},
-         "model.q_head = True is invalid: allowed false with model.dynamics = simulator"),
-        (ModelConfig, {"q_head": 1}, "model.q_head = 1 is invalid: allowed true or false"),
+        (ModelConfig, {"mover_relative": 1}, "model.mover_relative = 1 is invalid: allowed true or false"),
         (PlannerConfig, {"kind": "alphabeta"}, "planner.kind"),
         (PlannerConfig, {"num_simulations": 0}, "planner.num_simulations = 0"),
         (PlannerConfig, {"dirichlet_fraction": 1.5}, "planner.dirichlet_fraction"),
@@ -23,7 +21,6 @@ from moozi.config import ConfigError, LearnerConfig, ModelConfig, PlannerConfig,
         (TargetConfig, {"unroll_steps": 2.5}, "targets.unroll_steps"),
         (LearnerConfig, {"lr_schedule": "step"}, "learner.lr_schedule"),
         (LearnerConfig, {"learning_rate": 0}, "learner.learning_rate"),
-        (LearnerConfig, {"q_coef": -1.0}, "learner.q_coef = -1.0"),
         (TestingConfig, {"temperature": -0.5}, "testing.temperature = -0.5"),
         (TestingConfig, {"random_move_prob": 1.5}, "testing.random_move_prob = 1.5 is invalid: allowed a number in [0.0, 1.0]"),
         (TestingConfig, {"random_moves": 1.5}, "testing.random_moves"),
@@ -82,3 +79,25 @@ def test_numbers_as_people_write_them_in_every_numeric_key():
     assert isinstance(c.replay.capacity, int)
     with pytest.raises(ConfigError, match="replay.capacity"):  # not an integer: refused, not rounded
         config_from_dict(apply_overrides({}, ["replay.capacity=2.5e-1"]))
+
+
+def test_removed_research_switches_are_answered_with_their_card(tmp_path):
+    """The graduation rule (docs/architecture.md §7): a switch no preset adopted leaves the product. A run folder
+    written before holds it at its neutral value and still loads; any other value, in a config or an override,
+    is refused naming the card that measured it."""
+    from moozi.config import apply_overrides, config_from_dict, to_dict
+    from moozi.config.loading import REMOVED_KEYS
+
+    old = to_dict(Config())
+    for key, (neutral, _) in REMOVED_KEYS.items():
+        section, name = key.split(".")
+        old[section][name] = neutral
+    assert config_from_dict(old) == Config()  # an old run's config.yaml: the same run
+    assert len(REMOVED_KEYS) == 10
+    for key in REMOVED_KEYS:
+        section, name = key.split(".")
+        assert name not in to_dict(Config())[section]
+    with pytest.raises(ConfigError, match=r"learner.q_coef = 0.5: removed .* see docs/results/minatar-60min"):
+        config_from_dict({"learner": {"q_coef": 0.5}})
+    with pytest.raises(ConfigError, match=r"model.dynamics_residual = True: removed"):
+        config_from_dict(apply_overrides(to_dict(Config()), ["model.dynamics_residual=true"]))

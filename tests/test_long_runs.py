@@ -168,9 +168,8 @@ def test_where_a_long_run_stands():
 
 def test_model_foresight_golden():
     """benchmarks/model_foresight.py's measures on a stub model with hand-computed answers: two states, two
-    moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45), and its decoder
-    draws a one-cell frame lit after move 1 and dark after move 2; its value of a real frame is 2 when the
-    frame is lit, 0 when dark (the real ranking: reward + 0.9 v, and 0 after a move that ends the game)."""
+    moves; the model scores move 1 (reward 1) above move 2 (value 0.5, gamma 0.9: 0.45); its value of a real
+    frame is 2 when the frame is lit, 0 when dark (the real ranking: reward + 0.9 v, and 0 after a move that ends the game)."""
     from types import SimpleNamespace
 
     import jax.numpy as jnp
@@ -181,22 +180,12 @@ def test_model_foresight_golden():
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
 
-        def __init__(self, decoder, q_head=False):
-            self.config = SimpleNamespace(decoder=decoder, q_head=q_head)
-
-        def action_values(self, params, hidden):  # the q head: move 1 worth the state's index, move 2 one less
-            index = jnp.arange(hidden.shape[0], dtype=jnp.float32)
-            return None, jnp.stack([0 * index, index, 1 - index], -1)
-
         def initial_inference(self, params, obs):  # obs [B, 1, 1, 4]: channel 0 is the newest frame
             return SimpleNamespace(value=2.0 * obs[:, 0, 0, 0], hidden=obs)
 
         def recurrent_inference(self, params, hidden, action):
             lit = jnp.broadcast_to((action == 1)[:, None, None, None] * 1.0, hidden.shape)
             return SimpleNamespace(reward=(action == 1) * 1.0, value=(action == 2) * 0.5, hidden=lit)
-
-        def decode(self, params, hidden):
-            return hidden  # [B, 1, 1, L * (C + A)] = [B, 1, 1, 4]: the frame is channel 0
 
     history = (jnp.zeros((2, 1, 1, 1, 1)), jnp.zeros((2, 1), jnp.int32))
     probe = {"histories": [history], "fatal": np.array([[False, True], [True, False]]),
@@ -206,7 +195,7 @@ def test_model_foresight_golden():
              # state 1 lit after both
              "next_observations": [np.array([[0, 1], [1, 1]], np.uint8).reshape(2, 2, 1, 1, 1)]}
     fs = _bench("model_foresight")
-    out = fs.foresight(Stub(decoder=False), None, probe, discount=0.9)
+    out = fs.foresight(Stub(), None, probe, discount=0.9)
     # state 0: safe move 1 (1.0) above fatal move 2 (0.45): right; state 1: safe move 2 below fatal move 1: wrong
     assert out["p_safe_above_fatal"] == 0.5 and out["states_with_safe_and_fatal"] == 2
     # Real: state 0, safe move 1 (1 + 0.9 * 0 = 1) above fatal move 2 (lit, but the game ended: 0): right, and
@@ -218,17 +207,6 @@ def test_model_foresight_golden():
     assert out["q_gap"] == 0.0 and out["q_gap_real"] == 0.5 and out["action_corr"] == 0.707
     assert out["reward_on_rewarded"] == 1.0 and out["reward_on_others"] == round(1 / 3, 4)
     assert out["value_sd"] == 0.0 and out["rewarded_moves"] == 1
-    assert "decoded_cells_wrong_fatal" not in out
-    # Decoded (lit after move 1, dark after move 2): fatal moves, state 0 move 2 dark against lit (wrong) and
-    # state 1 move 1 lit against lit (right); safe moves, state 0 move 1 lit against dark and state 1 move 2
-    # dark against lit (both wrong).
-    out = fs.foresight(Stub(decoder=True), None, probe, discount=0.9)
-    assert out["decoded_cells_wrong_fatal"] == 0.5 and out["decoded_cells_wrong_safe"] == 1.0
-    assert "p_safe_above_fatal_q" not in out
-    # The q head ranks by its own q: state 0 safe move 1 (0) below fatal move 2 (1), state 1 safe move 2 (0)
-    # below fatal move 1 (1): both wrong, each by 1; the dynamics' measures are as before.
-    out = fs.foresight(Stub(decoder=False, q_head=True), None, probe, discount=0.9)
-    assert out["p_safe_above_fatal_q"] == 0.0 and out["q_gap_q"] == -1.0 and out["p_safe_above_fatal"] == 0.5
 
 
 def test_replay_setback_golden():
@@ -248,12 +226,6 @@ def test_replay_setback_golden():
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
 
-        def __init__(self, q_head=False):
-            self.config = SimpleNamespace(q_head=q_head)
-
-        def action_values(self, params, hidden):  # move 1 worth 1 - channel 1, move 2 0.5
-            return None, jnp.stack([0 * hidden[:, 0, 0, 1], 1 - hidden[:, 0, 0, 1], 0.5 + 0 * hidden[:, 0, 0, 1]], -1)
-
         def initial_inference(self, params, obs):
             return SimpleNamespace(value=obs[:, 0, 0, 0], hidden=obs)
 
@@ -267,10 +239,6 @@ def test_replay_setback_golden():
                    "reward": np.zeros(4, np.float32), "hit": np.array([True, False, False, True])}
     out = _bench("model_foresight").replay_setback(Stub(), None, transitions, discount=1.0)
     assert out == {"replay_transitions": 4, "replay_setbacks": 2, "replay_auc": 0.75, "replay_auc_real": 1.0}
-    # The q head's margins of the best other move over the move taken: hit 0 (took 1: 0.8; 0.5) -0.3, safe 1
-    # (0.1; 0.5) 0.4, safe 2 (took 2: 0.5; 0.3) -0.2, hit 3 (0.4; 0.5) 0.1: hits above safe in 1 of 4 pairs.
-    out = _bench("model_foresight").replay_setback(Stub(q_head=True), None, transitions, discount=1.0)
-    assert out["replay_auc_q"] == 0.25 and out["replay_auc"] == 0.75
 
 
 def test_freeway_setback_golden():
@@ -323,7 +291,7 @@ def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
 
     read = _bench("model_foresight").read_run(str(kept_run), steps=3)
     assert read["states"] > 0 and read["updates"] >= 1 and read["value_sd"] >= 0
-    fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=["learner.priority=unroll_value"],
+    fitted = _bench("offline_fit").fit(kept_run, updates=2, reports=1, overrides=["learner.value_coef=0.5"],
                                        beta=0.0, foresight=True, update_priorities=True)
     assert fitted["beta"] == 0.0 and set(fitted["rows"][-1]["foresight"]) >= {"p_safe_above_fatal", "p_safe_above_fatal_real",
                                                                              "value_sd", "q_gap", "action_corr"}

@@ -1,6 +1,5 @@
 """Loss and update step: golden pieces, weights, masks, target network, overfitting."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +7,7 @@ import numpy as np
 import pytest
 
 from moozi.config import LearnerConfig, ModelConfig
-from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, q_head_term, scale_gradient, squared_error
+from moozi.losses import cosine_distance, cross_entropy, entropy, loss_fn, scale_gradient
 from moozi.model.networks import build_model
 from moozi.types import Batch, Targets
 from moozi.update import init_train_state, learning_rate_schedule, make_update_fn
@@ -109,24 +108,17 @@ def test_reward_coef_weighs_the_summed_reward_term_golden(mlp):
         LearnerConfig(reward_coef=-1.0)
 
 
-def test_unroll_value_priority_golden(mlp):
-    """A fresh model values every state 0, so the new priority is |G_t| (MuZero's root value error) or, with
-    ``unroll_value``, the largest |G_{t+k}| over the unroll where the value is masked in."""
+def test_priority_is_the_root_value_error_golden(mlp):
+    """A fresh model values every state 0, so the new priority is |G_t| (MuZero's root value error)."""
     model, params, shape = mlp
     batch = _batch(shape)
     value = np.zeros((B, K + 1), np.float32)
     value[0] = [1.0, -3.0, 2.0, 0.5, 0.0, 0.0]
     value[1] = [0.5, -4.0, 1.5, 0.0, 0.0, 0.0]
-    mask = np.ones((B, K + 1), np.float32)
-    mask[1, 1] = 0.0  # past the episode's end: not a target
-    batch = batch.replace(targets=batch.targets.replace(value=value, value_mask=mask))
+    batch = batch.replace(targets=batch.targets.replace(value=value))
     root = loss_fn(params, model, batch, LearnerConfig())[1]["priorities"]
-    unroll = loss_fn(params, model, batch, LearnerConfig(priority="unroll_value"))[1]["priorities"]
     np.testing.assert_allclose(root[:2], [1.0, 0.5], atol=1e-5)
-    np.testing.assert_allclose(unroll[:2], [3.0, 1.5], atol=1e-5)
-    np.testing.assert_allclose(unroll[2:], 0.0, atol=1e-5)
-    with pytest.raises(ValueError, match="priority"):
-        LearnerConfig(priority="loss")
+    np.testing.assert_allclose(root[2:], 0.0, atol=1e-5)
 
 
 def test_importance_weights_and_value_mask(mlp):
@@ -155,164 +147,6 @@ def test_zero_consistency_coef_drops_the_term_and_keeps_gradients_finite(mlp):
     grads, aux = jax.jit(lambda p, b: jax.grad(loss_fn, has_aux=True)(p, model, b, cfg))(zeroed, _batch(shape))
     assert float(aux["metrics"]["loss/consistency"]) == 0.0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
-
-
-def test_q_head_term_golden():
-    """The q head's term is the cross-entropy of the taken move's q logits against the value target's
-    support probabilities: row 0 took move 1, whose q distribution is (1/4, 1/4, 1/2), against the target
-    (1/2, 1/2, 0): log 4; row 1 took the dummy (past the episode's end) and row 2 has no value target: 0."""
-    q = np.full((3, 3, 3), np.log(1 / 3), np.float32)
-    q[0, 1] = np.log([0.25, 0.25, 0.5])
-    target = np.array([[0.5, 0.5, 0.0]] * 3, np.float32)
-    out = q_head_term(jnp.asarray(q), jnp.array([1, 0, 2]), jnp.asarray(target), jnp.array([1.0, 1.0, 0.0]))
-    np.testing.assert_allclose(out, [np.log(4.0), 0.0, 0.0], rtol=1e-6)
-
-
-def test_q_head_adds_its_term_to_the_loss(mlp):
-    """A fresh q head predicts a uniform distribution over the 21 bins of support 10, so its term is
-    ``q_coef * log 21`` for each sample whose first move is a real one (the batch's dummies count 0), and
-    it adds to the total; a model without the head has no such term."""
-    cfg, shape = MODELS["mlp"]
-    model = build_model(dataclasses.replace(cfg, q_head=True), shape, A)
-    params = model.init(jax.random.key(0))
-    batch = _batch(shape)
-    real = float(np.mean(np.asarray(batch.targets.actions[:, 0]) > 0))
-    assert 0 < real < 1  # the batch has both
-    f = jax.jit(loss_fn, static_argnums=(1, 3))
-    m = f(params, model, batch, LearnerConfig(q_coef=0.5))[1]["metrics"]
-    assert float(m["loss/q"]) == pytest.approx(0.5 * real * np.log(21), rel=1e-4)
-    parts = sum(float(m[k]) for k in ("loss/policy", "loss/value", "loss/reward", "loss/consistency", "loss/l2",
-                                      "loss/q"))
-    assert float(m["loss/total"]) == pytest.approx(parts, rel=1e-5)
-    assert "loss/q" not in f(mlp[1], mlp[0], batch, LearnerConfig())[1]["metrics"]
-    with pytest.raises(ValueError, match="q_coef"):
-        LearnerConfig(q_coef=-1.0)
-
-
-def test_squared_error_golden():
-    decoded = jnp.array([[[1.0, 0.0], [0.5, 2.0]], [[0.0, 0.0], [0.0, 0.0]]])
-    observation = jnp.array([[[1.0, 1.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 3.0]]])
-    # sample 0: 0 + 1 + 0.25 + 4; sample 1: 9 (summed, not averaged)
-    np.testing.assert_allclose(squared_error(decoded, observation), [5.25, 9.0])
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_reconstruction_term_decodes_t_and_the_first_dynamics_step(kind):
-    cfg, shape = MODELS[kind]
-    model = build_model(dataclasses.replace(cfg, decoder=True), shape, A)
-    params = model.init(jax.random.key(1))
-    batch = _batch(shape)
-    mask = np.array([1, 1, 1, 0, 1, 1, 1, 1], np.float32)  # sample 3 ends its episode at t
-    batch = batch.replace(targets=batch.targets.replace(consistency_mask=mask))
-    coef = 0.5
-    _, aux = loss_fn(params, model, batch, LearnerConfig(reconstruction_coef=coef))
-    t = batch.targets
-    h0 = model.initial_inference(params, t.observation).hidden
-    h1 = model.recurrent_inference(params, h0, t.actions[:, 0]).hidden
-    assert model.decode(params, h0).shape == (B, *shape)
-    expected = squared_error(model.decode(params, h0), t.observation) + mask * squared_error(
-        model.decode(params, h1), t.next_observation)
-    assert float(aux["metrics"]["loss/reconstruction"]) == pytest.approx(coef * float(jnp.mean(expected)), rel=1e-5)
-    # Off by default: no metric, the same loss as a model without a decoder.
-    _, off = loss_fn(params, model, batch, LearnerConfig())
-    assert "loss/reconstruction" not in off["metrics"]
-    # The term trains the dynamics (the point of it), not only the representation.
-    grads = jax.grad(lambda p: loss_fn(p, model, batch, LearnerConfig(reconstruction_coef=coef, consistency_coef=0.0,
-                                                                       value_coef=0.0))[0])(params)
-    dyn = [g for path, g in jax.tree_util.tree_leaves_with_path(grads) if "dyn" in jax.tree_util.keystr(path)]
-    assert dyn and any(float(jnp.abs(g).max()) > 0 for g in dyn)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_value_consistency_term_fits_the_first_step_value_to_the_real_next_frame(kind):
-    cfg, shape = MODELS[kind]
-    model = build_model(cfg, shape, A)
-    params = model.init(jax.random.key(2))
-    batch = _batch(shape)
-    mask = np.array([1, 1, 0, 1, 1, 1, 1, 1], np.float32)  # sample 2 ends its episode at t: no next frame
-    batch = batch.replace(targets=batch.targets.replace(consistency_mask=mask))
-    coef = 3.0
-    only = LearnerConfig(value_consistency_coef=coef, consistency_coef=0.0, value_coef=0.0)
-    t = batch.targets
-
-    def expected(p):
-        h1 = model.recurrent_inference(p, model.initial_inference(p, t.observation).hidden, t.actions[:, 0])
-        real = jax.nn.softmax(jax.lax.stop_gradient(model.initial_inference(p, t.next_observation).value_logits))
-        return coef * jnp.mean(mask * cross_entropy(real, h1.value_logits))
-
-    _, aux = loss_fn(params, model, batch, only)
-    assert float(aux["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
-    _, off = loss_fn(params, model, batch, LearnerConfig())
-    assert "loss/value_consistency" not in off["metrics"]
-    # The real frame's value is the target, not a second prediction: the gradient is the stop-gradient one's
-    # (the policy and reward terms are in both losses, so compare against them added back).
-    rest = LearnerConfig(consistency_coef=0.0, value_coef=0.0)
-    grads = jax.grad(lambda p: loss_fn(p, model, batch, only)[0])(params)
-    manual = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0] + expected(p))(params)
-    for g, m in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(manual)):
-        np.testing.assert_allclose(g, m, rtol=1e-4, atol=1e-6)
-    with pytest.raises(ValueError, match="value_consistency_coef"):
-        LearnerConfig(value_consistency_coef=-1.0)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_value_consistency_into_dynamics_holds_the_value_head(kind):
-    cfg, shape = MODELS[kind]
-    model = build_model(cfg, shape, A)
-    params = model.init(jax.random.key(2))
-    # The value head's last layer starts at zero, which would pass no gradient to the dynamics at all.
-    leaves, tree = jax.tree_util.tree_flatten(params)
-    keys = jax.random.split(jax.random.key(3), len(leaves))
-    params = jax.tree_util.tree_unflatten(tree, [x + 0.1 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
-    batch = _batch(shape)
-    t = batch.targets
-    coef = 3.0
-    into = LearnerConfig(value_consistency_coef=coef, value_consistency_into="dynamics", consistency_coef=0.0,
-                         value_coef=0.0)
-    plain = dataclasses.replace(into, value_consistency_into="model")
-
-    def expected(p):  # the gradient entering the dynamics is halved (MuZero), as in the loss
-        h0 = scale_gradient(model.initial_inference(p, t.observation).hidden, 0.5)
-        h1 = model.recurrent_inference(p, h0, t.actions[:, 0])
-        held = model.module.apply(jax.lax.stop_gradient(p), h1.hidden, method="predict_next")[0]
-        real = jax.nn.softmax(jax.lax.stop_gradient(model.initial_inference(p, t.next_observation).value_logits))
-        return coef * jnp.mean(t.consistency_mask * cross_entropy(real, held))
-
-    _, aux = loss_fn(params, model, batch, into)
-    _, same = loss_fn(params, model, batch, plain)  # the same number; only the gradient differs
-    assert float(aux["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
-    assert float(same["metrics"]["loss/value_consistency"]) == pytest.approx(float(expected(params)), rel=1e-5)
-    rest = LearnerConfig(consistency_coef=0.0, value_coef=0.0)
-    grads = jax.grad(lambda p: loss_fn(p, model, batch, into)[0])(params)
-    manual = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0] + expected(p))(params)
-    for g, m in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(manual)):
-        np.testing.assert_allclose(g, m, rtol=1e-4, atol=1e-6)
-    # value_coef is 0, so the value head's gradient past the L2 term's is this term's: none when held, some
-    # when not; the dynamics gets some either way.
-    base = jax.grad(lambda p: loss_fn(p, model, batch, rest)[0])(params)
-    change = lambda g, part: max(float(jnp.abs(x - y).max()) for x, y in zip(  # noqa: E731
-        jax.tree_util.tree_leaves(g["params"][part]), jax.tree_util.tree_leaves(base["params"][part])))
-    assert change(grads, "value_head") == 0.0
-    assert change(jax.grad(lambda p: loss_fn(p, model, batch, plain)[0])(params), "value_head") > 0.0
-    assert change(grads, "dyn_net" if kind == "mlp" else "dyn_in") > 0.0
-    with pytest.raises(ValueError, match="value_consistency_into"):
-        LearnerConfig(value_consistency_into="head")
-
-
-def test_decoder_is_switched_on_by_the_reconstruction_coef():
-    from moozi.config import Config
-
-    assert Config(learner=LearnerConfig(reconstruction_coef=1.0)).model.decoder
-    assert not Config().model.decoder
-    cfg, shape = MODELS["mlp"]
-    model = build_model(cfg, shape, A)
-    with pytest.raises(ValueError, match="model.decoder"):
-        model.decode(model.init(jax.random.key(0)), jnp.zeros((1, cfg.mlp_embedding)))
-    with pytest.raises(ValueError, match="reconstruction_coef"):
-        LearnerConfig(reconstruction_coef=-1.0)
-    with pytest.raises(ValueError, match="reconstruction_coef = 1.0 with model.dynamics = simulator"):
-        Config(learner=LearnerConfig(reconstruction_coef=1.0), model=ModelConfig(dynamics="simulator"),
-               env=dataclasses.replace(Config().env, name="gymnax:CartPole-v1"))
 
 
 def test_target_network_refreshes_every_period(mlp):

@@ -106,102 +106,16 @@ def test_normalize_hidden_gradient_golden():
     assert np.all(np.isfinite(jax.grad(lambda h: jnp.sum(w * normalize_hidden(h)))(jnp.ones((1, 3)))))
 
 
-@pytest.mark.parametrize("global_pool", [False, True])
-def test_global_pool_lets_one_block_see_the_far_corner(global_pool):
-    from moozi.model.networks import _ResBlock
-
-    block = _ResBlock(4, global_pool)
-    x = jnp.zeros((1, 9, 9, 4))
-    params = block.init(jax.random.key(0), x)
-    far = x.at[0, 0, 0, :].set(1.0)  # a change at one corner; a block's two 3x3 convs reach 2 cells
-    corner = lambda inp: block.apply(params, inp)[0, 8, 8]  # noqa: E731
-    moved = float(jnp.abs(corner(far) - corner(x)).max())
-    assert (moved > 1e-4) == global_pool
-    has_dense = any("Dense" in jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params))
-    assert has_dense == global_pool  # off: the same params as before the option (old checkpoints load)
-
-
-def test_global_pool_is_validated():
-    with pytest.raises(ValueError, match="global_pool"):
-        ModelConfig(global_pool="yes")
-
-
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_dynamics_heads_read_the_dynamics_states_only(kind):
-    import dataclasses
-
-    cfg, shape = CASES[kind]
-    off = build_model(cfg, shape, A)
-    on = build_model(dataclasses.replace(cfg, dynamics_heads=True), shape, A)
-    p_off, params = off.init(jax.random.key(0)), on.init(jax.random.key(0))
-    assert "next_value_head" not in p_off["params"]  # off: the same params as before (old checkpoints load)
-    assert {"next_value_head", "next_policy_head"} <= set(params["params"])
-    obs = jax.random.uniform(jax.random.key(1), (2, *shape))
-    action = jnp.array([1, 2])
-
-    def outputs(p):
-        root = on.initial_inference(p, obs)
-        step = on.recurrent_inference(p, root.hidden, action)
-        return root.value_logits, root.policy_logits, step.value_logits, step.policy_logits
-
-    def bump(p, heads):  # the heads' output layers start at zero: give them something to say
-        inner = dict(p["params"])
-        for name in heads:
-            inner[name] = jax.tree_util.tree_map(lambda x: x + 0.5, inner[name])
-        return {**p, "params": inner}
-
-    base = outputs(params)
-    own = outputs(bump(params, ("next_value_head", "next_policy_head")))
-    shared = outputs(bump(params, ("value_head", "policy_head")))
-    for i in (0, 1):  # the root reads the representation's heads only
-        np.testing.assert_array_equal(own[i], base[i])
-        assert not np.allclose(shared[i], base[i])
-    for i in (2, 3):  # a dynamics state reads its own heads only
-        assert not np.allclose(own[i], base[i])
-        np.testing.assert_array_equal(shared[i], base[i])
-    with pytest.raises(ValueError, match="dynamics_heads"):
-        ModelConfig(dynamics_heads=1)
-
-
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_residual_dynamics_carries_the_state_through(kind):
-    import dataclasses
-
-    cfg, shape = CASES[kind]
-    cfg = dataclasses.replace(cfg, normalize_hidden=False)  # compare states as the dynamics makes them
-    off = build_model(cfg, shape, A)
-    on = build_model(dataclasses.replace(cfg, dynamics_residual=True), shape, A)
-    p_off, p_on = off.init(jax.random.key(0)), on.init(jax.random.key(0))
-    if kind == "resnet":  # off: the same params as before the option (old checkpoints load)
-        assert {"dyn_in", "dyn_norm"} <= set(p_off["params"]) and "dyn_action" not in p_off["params"]
-        assert "dyn_action" in p_on["params"] and "dyn_in" not in p_on["params"]
-    else:
-        assert jax.tree_util.tree_structure(p_off) == jax.tree_util.tree_structure(p_on)
-    hidden = jax.random.uniform(jax.random.key(1), (2, *on.initial_inference(p_on, jnp.ones((2, *shape))).hidden.shape[1:]))
-    action = jnp.array([1, 2])
-    # With the trunk silenced (every weight 0), a residual dynamics returns the state it was given
-    # (through the last block's ReLU in the resnet: the state is in [0, 1], so unchanged); the plain one forgets it.
-    zero = jax.tree_util.tree_map(jnp.zeros_like, p_on)
-    np.testing.assert_allclose(on.recurrent_inference(zero, hidden, action).hidden, hidden, atol=1e-6)
-    zero_off = jax.tree_util.tree_map(jnp.zeros_like, p_off)
-    assert np.allclose(off.recurrent_inference(zero_off, hidden, action).hidden, 0.0, atol=1e-6)
-
-
-def test_residual_dynamics_is_validated():
-    with pytest.raises(ValueError, match="dynamics_residual"):
-        ModelConfig(dynamics_residual=1)
-
-
 def test_action_kernels_let_one_move_shift_the_state():
     """``dynamics_action = kernels``: each move has its own 3x3 first convolution (golden, hand-set kernels)."""
     import dataclasses
 
     cfg, shape = CASES["resnet"]
-    cfg = dataclasses.replace(cfg, dyn_blocks=0, normalize_hidden=False, dynamics_residual=True,
-                              dynamics_action="kernels")
+    cfg = dataclasses.replace(cfg, dyn_blocks=0, normalize_hidden=False, dynamics_action="kernels")
     model = build_model(cfg, shape, A)
     params = model.init(jax.random.key(0))
     assert params["params"]["dyn_kernels"]["kernel"].shape == (3, 3, 8, A * 8)
+    assert {"dyn_kernels", "dyn_norm"} <= set(params["params"]) and "dyn_in" not in params["params"]
     # Move 1's kernel copies each channel from the row above (tap [0, 1]); every other move's is zero.
     kernel = np.zeros((3, 3, 8, A, 8), np.float32)
     kernel[0, 1, :, 1, :] = np.eye(8)
@@ -211,10 +125,12 @@ def test_action_kernels_let_one_move_shift_the_state():
     hidden = jax.random.uniform(jax.random.key(1), (2, 5, 5, 8))
     out = model.recurrent_inference(params, hidden, jnp.array([1, 2])).hidden
     shifted = np.concatenate([np.zeros((1, 5, 8)), np.asarray(hidden[0, :-1])], axis=0)  # row y gets row y - 1
-    np.testing.assert_allclose(out[0], np.asarray(hidden[0]) + shifted, atol=1e-6)  # residual: state + move's conv
-    np.testing.assert_allclose(out[1], hidden[1], atol=1e-6)  # move 2's kernel is zero: the state carried through
-    plain = build_model(dataclasses.replace(cfg, dynamics_residual=False), shape, A).init(jax.random.key(0))
-    assert {"dyn_kernels", "dyn_norm"} <= set(plain["params"]) and "dyn_in" not in plain["params"]
+
+    def layer_norm(x):  # flax's LayerNorm at its initial scale 1 and bias 0, over the channels
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+
+    np.testing.assert_allclose(out[0], np.maximum(layer_norm(shifted), 0.0), atol=1e-5)
+    np.testing.assert_allclose(out[1], 0.0, atol=1e-6)  # move 2's kernel is zero: nothing moved
 
 
 def test_action_kernels_are_validated():

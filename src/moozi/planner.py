@@ -64,34 +64,6 @@ def learned_step(model) -> StepFn:
     return step
 
 
-def learned_q_root(model, params, observation) -> RootEval:
-    """Root evaluation with the learned model and its q head (``model.q_head``): the embedding is
-    ``(hidden [B, ...], q [B, A], at_root [B])``, for :func:`learned_q_step`."""
-    out = model.initial_inference(params, observation)
-    _, q = model.action_values(params, out.hidden)
-    return RootEval((out.hidden, q, jnp.ones(out.value.shape, jnp.float32)), out.value, out.policy_logits)
-
-
-def learned_q_step(model, gamma: float) -> StepFn:
-    """Search step with the learned model where the root's moves take the q head's values.
-
-    From the root (``at_root``) the step's reward becomes ``q(s, a) - gamma * v(s')``, so the move's first
-    backed-up value ``r + gamma * v(s')`` is the head's ``q(s, a)``; deeper visits change ``v(s')`` by what
-    they find, which still adds to the head's value. Below the root the dynamics' own reward and value.
-    ``gamma``: the search's signed discount (negative between the plies of a two-player game).
-    """
-
-    def step(params, embedding, action):
-        hidden, q, at_root = embedding
-        out = model.recurrent_inference(params, hidden, action)
-        q_move = jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0]
-        reward = jnp.where(at_root > 0, q_move - gamma * out.value, out.reward)
-        below = (out.hidden, jnp.zeros_like(q), jnp.zeros_like(at_root))
-        return StepEval(below, reward, out.value, out.policy_logits)
-
-    return step
-
-
 def signed_discount(discount: float, two_player: bool) -> float:
     """The search's discount between plies: ``-gamma`` in two-player zero-sum games (values flip sides)."""
     return -discount if two_player else discount
@@ -234,13 +206,8 @@ def search(
 
 def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player,
          temperature=None, gumbel_scale=None, return_tree: bool = False):
-    """Search with the learned model from stacked observations ``[B, ...]`` (see :func:`search`); with
-    ``model.q_head`` the root's moves take the head's values (:func:`learned_q_step`)."""
-    if model.config.q_head:
-        root = learned_q_root(model, params, observation)
-        step = learned_q_step(model, signed_discount(discount, two_player))
-    else:
-        root, step = learned_root(model, params, observation), learned_step(model)
+    """Search with the learned model from stacked observations ``[B, ...]`` (see :func:`search`)."""
+    root, step = learned_root(model, params, observation), learned_step(model)
     return search(
         params,
         rng,

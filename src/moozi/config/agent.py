@@ -38,34 +38,6 @@ class ModelConfig:
       is learnt; :mod:`moozi.model.perspective`). Only for games that declare
       their piece planes (``EnvSpec.player_planes``: OpenSpiel tic-tac-toe and
       connect four; pgx boards are mover-relative already).
-    decoder: add a decoder from hidden states back to stacked observations,
-      trained by ``learner.reconstruction_coef`` (which turns it on).
-    global_pool: ``resnet`` only: each residual block adds to its first
-      convolution a bias computed from its input's per-channel mean and max
-      over the whole board (KataGo's global pooling), so one block can act on
-      something far away (Freeway: a car's hit sends the chicken to the
-      bottom row, out of a 3x3 convolution's reach).
-    dynamics_heads: the states the dynamics predicts get value and policy
-      heads of their own (the prediction blocks stay shared), trained by the
-      unroll's steps k >= 1; the representation's states keep theirs. One
-      shared head must read a move's outcome the way it reads a real frame
-      (Freeway: a hit is the chicken back at the bottom, which the dynamics
-      would have to draw); its own head can read whatever the dynamics marks.
-    dynamics_residual: the next state is the current one carried through,
-      changed by what the action adds: ``resnet``: the state plus a 1x1
-      convolution of the action planes goes through the residual blocks
-      (the thesis code's layout; off, a 1x1 convolution of state and action
-      planes, normalised, makes a new state first); ``mlp``: the state plus
-      the dynamics trunk's output.
-    q_head: a head on the representation's state that predicts each move's
-      return, trained on the n-step target of the move taken (``learner.q_coef``;
-      not the thesis's). The search's first step then takes it as each root
-      move's value (a child's value is set so that its reward plus the
-      discounted value is the head's q); deeper steps are the dynamics' as
-      before. For games where the real frames show what a move leads to but
-      the dynamics does not learn it (Freeway: the value of the real next
-      frame ranks a car's hit right, the dynamics' first step does not).
-      Learned dynamics only.
     dynamics_action: how a move enters the ``resnet`` dynamics. ``"planes"``
       (the thesis's): one-hot action planes stacked on the state, so a move
       adds the same bias at every cell of the first convolution, and anything
@@ -73,8 +45,7 @@ class ModelConfig:
       it. ``"kernels"``: each move has a 3x3 first convolution of its own
       (multiplicative conditioning, as in Oh et al. 2015's action-conditional
       video prediction), so a move can shift what it moves (Freeway's chicken
-      a row up) and read what lies there in one layer. With
-      ``dynamics_residual`` the move's convolution is added to the state.
+      a row up) and read what lies there in one layer.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -91,11 +62,6 @@ class ModelConfig:
     normalize_hidden: bool = True
     dynamics: Literal["learned", "simulator"] = "learned"
     mover_relative: bool = False
-    decoder: bool = False
-    global_pool: bool = False
-    dynamics_heads: bool = False
-    dynamics_residual: bool = False
-    q_head: bool = False
     dynamics_action: Literal["planes", "kernels"] = "planes"
 
     def __post_init__(self):
@@ -114,13 +80,9 @@ class ModelConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.mlp_hidden
         ):
             _fail(o, "mlp_hidden", self.mlp_hidden, "a tuple of integers >= 1")
-        for name in ("normalize_hidden", "mover_relative", "decoder", "global_pool", "dynamics_heads", "dynamics_residual",
-                     "q_head"):
+        for name in ("normalize_hidden", "mover_relative"):
             if not isinstance(getattr(self, name), bool):
                 _fail(o, name, getattr(self, name), "true or false")
-        if self.q_head and self.dynamics == "simulator":
-            _fail(o, "q_head", self.q_head, "false with model.dynamics = simulator (AlphaZero mode searches the "
-                  "game itself, so there is no learned first step for the head to replace)")
 
     @property
     def num_bins(self) -> int:
@@ -212,31 +174,6 @@ class LearnerConfig:
       unrolled steps (1: the thesis's loss; 1/K weighs each step's reward as
       the policy and value terms weigh theirs, as MuZero's gradient scale
       does). Not the thesis's knob.
-    reconstruction_coef: 0 (off) or the weight of an auxiliary loss (not the
-      thesis's): the squared error, summed over the observation's elements,
-      of the decoded initial hidden state against the stacked observation at
-      t and of the decoded first dynamics step against the one at t + 1. It
-      makes the dynamics predict the next frame, not only what the value
-      and reward need. Turns on ``model.decoder``.
-    value_consistency_coef: 0 (off) or the weight of an auxiliary loss (not
-      the thesis's): the cross-entropy of the first dynamics step's value
-      against the value the model gives the real next observation (its
-      softmax, no gradient), a low-noise target for what the move led to.
-    value_consistency_into: what that loss trains: ``"model"`` (every part,
-      the value head included) or ``"dynamics"`` (the value head is held
-      fixed in that term, so the dynamics must move its state to where the
-      head reads the real next value; the head cannot meet the target by
-      flattening, which a large coefficient did to Freeway's value).
-    q_coef: the weight of the ``model.q_head`` term (used only with that head):
-      the cross-entropy of the head's q of the move taken against the
-      position's n-step value target G_t (the return that followed the move),
-      like the value term's first step.
-    priority: what a sampled position's new replay priority is: ``"root_value"``
-      (MuZero: ``|v^0 - G_t|``, the representation's value error) or
-      ``"unroll_value"`` (the largest ``|v^k - G_{t+k}|`` over the unroll,
-      k = 0..K: windows where the dynamics is wrong come back more often,
-      e.g. Freeway's rare hits, which the representation's value already
-      gets right from the real frame). Not the thesis's.
     learning_rate: Adam step size (peak, if a schedule is used).
     lr_schedule: ``"constant"``, ``"cosine"`` (warmup then cosine decay to 0 at
       ``decay_steps``) or ``"linear"`` (warmup then linear decay to 0).
@@ -271,11 +208,6 @@ class LearnerConfig:
     value_coef: float = 0.25
     reward_coef: float = 1.0
     consistency_coef: float = 2.0
-    reconstruction_coef: float = 0.0
-    value_consistency_coef: float = 0.0
-    value_consistency_into: Literal["model", "dynamics"] = "model"
-    q_coef: float = 1.0
-    priority: Literal["root_value", "unroll_value"] = "root_value"
     l2_coef: float = 1e-4
     learning_rate: float = 1e-2
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
@@ -293,12 +225,9 @@ class LearnerConfig:
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "reward_coef", "consistency_coef", "reconstruction_coef", "value_consistency_coef", "q_coef",
-                     "l2_coef"):
+        for name in ("value_coef", "reward_coef", "consistency_coef", "l2_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
-        _choice(o, "priority", self.priority, ("root_value", "unroll_value"))
-        _choice(o, "value_consistency_into", self.value_consistency_into, ("model", "dynamics"))
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))
         _nonneg_int(o, "warmup_steps", self.warmup_steps)
         _positive_int(o, "decay_steps", self.decay_steps)

@@ -107,17 +107,10 @@ class Config:
     grading: GradingConfig = dataclasses.field(default_factory=GradingConfig)
 
     def __post_init__(self):
-        if self.learner.reconstruction_coef > 0 and not self.model.decoder:
-            # One switch: the loss needs the decoder's params.
-            object.__setattr__(self, "model", dataclasses.replace(self.model, decoder=True))
         if self.model.dynamics == "simulator":
             # AlphaZero mode: nothing is unrolled, so one switch (model.dynamics) is all a preset needs.
             if self.targets.unroll_steps:
                 object.__setattr__(self, "targets", dataclasses.replace(self.targets, unroll_steps=0))
-            if self.learner.reconstruction_coef > 0:
-                raise ConfigError(f"learner.reconstruction_coef = {self.learner.reconstruction_coef} with model.dynamics "
-                                  "= simulator: the loss trains the learned dynamics, which AlphaZero mode does not "
-                                  "have; allowed: learner.reconstruction_coef = 0")
             if self.reanalyze.fraction > 0:
                 raise ConfigError(f"reanalyze.fraction = {self.reanalyze.fraction} with model.dynamics = simulator: "
                                   "reanalyze replays stored frames, and the simulator needs the game states, which "
@@ -169,7 +162,29 @@ MOVED_KEYS = {
 }
 
 
-def _check_moved(data: Mapping[str, Any]) -> None:
+# Research switches that no preset adopted, removed once their cards said "not adopted" (the graduation rule,
+# docs/architecture.md §7): key -> (its neutral value, where it was measured). A run folder written before the
+# removal holds each at its neutral value and still loads (the key is dropped); any other value is answered with
+# the card, which names the commit that had the switch.
+_FREEWAY_HUNT = "docs/results/minatar-60min/README.md (the Freeway hunt; the switches are in commit 8537a41 and before)"
+REMOVED_KEYS = {
+    "model.decoder": (False, _FREEWAY_HUNT),
+    "model.global_pool": (False, _FREEWAY_HUNT),
+    "model.dynamics_heads": (False, _FREEWAY_HUNT),
+    "model.dynamics_residual": (False, _FREEWAY_HUNT),
+    "model.q_head": (False, _FREEWAY_HUNT),
+    "learner.reconstruction_coef": (0.0, _FREEWAY_HUNT),
+    "learner.value_consistency_coef": (0.0, _FREEWAY_HUNT),
+    "learner.value_consistency_into": ("model", _FREEWAY_HUNT),
+    "learner.q_coef": (1.0, _FREEWAY_HUNT),
+    "learner.priority": ("root_value", _FREEWAY_HUNT),
+}
+
+
+def _check_moved(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the removed keys that hold their neutral value; a moved key, or a removed one set to
+    anything else, fails naming where it went."""
+    out = dict(data)
     for section, values in data.items():
         if not isinstance(values, Mapping):
             continue
@@ -177,9 +192,16 @@ def _check_moved(data: Mapping[str, Any]) -> None:
             old = f"{section}.{key}"
             if old in MOVED_KEYS:
                 raise ConfigError(f"{old} has moved: it is now {MOVED_KEYS[old]}")
+            if old in REMOVED_KEYS:
+                neutral, card = REMOVED_KEYS[old]
+                if values[key] != neutral:
+                    raise ConfigError(f"{old} = {values[key]!r}: removed (a research switch no preset adopted); "
+                                      f"see {card}")
+                out[section] = {k: v for k, v in out[section].items() if k != key}
     if "driver" in data:
         raise ConfigError("the driver section was split by concern into acting, schedule, testing and output "
                           "(see docs/configuration.md)")
+    return out
 
 
 _SECTIONS = {
@@ -212,7 +234,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from nested plain data; unknown sections/keys fail by name."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"a config must be a mapping of sections, got {type(data).__name__}")
-    _check_moved(data)
+    data = _check_moved(data)
     sections = _SECTIONS
     kwargs = {}
     for key, value in data.items():

@@ -1,4 +1,4 @@
-"""The learned model: representation h, dynamics g, prediction f, projection rho (and decoder d).
+"""The learned model: representation h, dynamics g, prediction f, projection rho.
 
 Two families share one interface (:class:`Model`):
 
@@ -8,14 +8,6 @@ Two families share one interface (:class:`Model`):
   blocks + a reward head for g; one block + dense heads for f; one block for rho.
 * ``mlp`` (vector observations, tiny tests): dense trunks with the same roles.
 
-With ``model.decoder`` a decoder d maps a hidden state back to the stacked observation it stands
-for (an auxiliary loss, ``learner.reconstruction_coef``): it makes the dynamics carry what the
-value alone does not reward it for (e.g. a car sending Freeway's chicken back). Search never uses it.
-With ``model.dynamics_heads`` the states the dynamics predicts are read by value and policy heads of
-their own (``predict_next``); the representation's keep the shared ones (``predict``). With ``model.q_head``
-a head reads each move's return from a representation's state (``predict_q``), which the search's first
-step uses (:func:`moozi.planner.plan`).
-
 LayerNorm replaces BatchNorm so the model is a pure function of its parameters
 (no running statistics to thread through acting, search and training).
 The final value, reward and policy layers start at zero, so a fresh model
@@ -24,7 +16,6 @@ predicts 0 and a uniform policy, which keeps early search and targets calm.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import flax.linen as nn
@@ -55,14 +46,10 @@ def normalize_hidden(hidden):
 
 class _ResBlock(nn.Module):
     channels: int
-    global_pool: bool = False
 
     @nn.compact
     def __call__(self, x):
         y = nn.Conv(self.channels, (3, 3))(x)
-        if self.global_pool:  # a bias from the whole board: [B, 2C] -> [B, 1, 1, C]
-            pooled = jnp.concatenate([x.mean(axis=(1, 2)), x.max(axis=(1, 2))], axis=-1)
-            y = y + nn.Dense(self.channels)(pooled)[:, None, None, :]
         y = nn.relu(nn.LayerNorm()(y))
         y = nn.Conv(self.channels, (3, 3))(y)
         y = nn.LayerNorm()(y)
@@ -96,43 +83,28 @@ class _MLP(nn.Module):
 class _ResNetModel(nn.Module):
     cfg: ModelConfig
     num_actions: int
-    observation_size: int  # channels of the stacked observation (the decoder's output)
 
     def setup(self):
         c = self.cfg
         n = c.num_bins
         self.repr_in = nn.Conv(c.channels, (1, 1))
         self.repr_norm = nn.LayerNorm()
-        self.repr_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.repr_blocks)]
+        self.repr_blocks = [_ResBlock(c.channels) for _ in range(c.repr_blocks)]
         if c.dynamics_action == "kernels":  # a 3x3 convolution per move, all computed, the move's kept
             self.dyn_kernels = nn.Conv(c.channels * self.num_actions, (3, 3))
-            if not c.dynamics_residual:
-                self.dyn_norm = nn.LayerNorm()
-        elif c.dynamics_residual:
-            self.dyn_action = nn.Conv(c.channels, (1, 1), use_bias=False)
+            self.dyn_norm = nn.LayerNorm()
         else:
             self.dyn_in = nn.Conv(c.channels, (1, 1))
             self.dyn_norm = nn.LayerNorm()
-        self.dyn_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.dyn_blocks)]
+        self.dyn_blocks = [_ResBlock(c.channels) for _ in range(c.dyn_blocks)]
         self.reward_head = _Head(c.head_hidden, n)
-        self.pred_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.pred_blocks)]
+        self.pred_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
-        if c.dynamics_heads:
-            self.next_value_head = _Head(c.head_hidden, n)
-            self.next_policy_head = _Head(c.head_hidden, self.num_actions)
-        if c.q_head:
-            self.q_out = _Head(c.head_hidden, self.num_actions * n)
-        self.proj_blocks = [_ResBlock(c.channels, c.global_pool) for _ in range(c.proj_blocks)]
-        if c.decoder:
-            self.decoder_block = _ResBlock(c.channels, c.global_pool)
-            self.decoder_out = nn.Conv(self.observation_size, (1, 1))
+        self.proj_blocks = [_ResBlock(c.channels) for _ in range(c.proj_blocks)]
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
-
-    def decode(self, hidden):
-        return self.decoder_out(self.decoder_block(hidden))
 
     def represent(self, obs):
         x = nn.relu(self.repr_norm(self.repr_in(obs)))
@@ -146,13 +118,10 @@ class _ResNetModel(nn.Module):
         if self.cfg.dynamics_action == "kernels":
             per_move = self.dyn_kernels(hidden).reshape(b, h, w, self.num_actions, -1)
             moved = jnp.einsum("bhwac,ba->bhwc", per_move, one_hot)
-            x = hidden + moved if self.cfg.dynamics_residual else nn.relu(self.dyn_norm(moved))
+            x = nn.relu(self.dyn_norm(moved))
         else:
             planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, self.num_actions))
-            if self.cfg.dynamics_residual:  # the state carried through; the blocks add what the action changes
-                x = hidden + self.dyn_action(planes)
-            else:
-                x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
+            x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
         for block in self.dyn_blocks:
             x = block(x)
         reward_logits = self.reward_head(x)
@@ -168,18 +137,6 @@ class _ResNetModel(nn.Module):
         x = self._prediction_trunk(hidden)
         return self.value_head(x), self.policy_head(x)
 
-    def predict_next(self, hidden):
-        """f for a state the dynamics predicted (its own heads with ``model.dynamics_heads``)."""
-        if not self.cfg.dynamics_heads:
-            return self.predict(hidden)
-        x = self._prediction_trunk(hidden)
-        return self.next_value_head(x), self.next_policy_head(x)
-
-    def predict_q(self, hidden):
-        """Each move's return from a representation's state (``model.q_head``): ``[B, A, bins]`` logits."""
-        out = self.q_out(self._prediction_trunk(hidden))
-        return out.reshape(out.shape[0], self.num_actions, -1)
-
     def project(self, hidden):
         x = hidden
         for block in self.proj_blocks:
@@ -187,21 +144,14 @@ class _ResNetModel(nn.Module):
         return x.reshape(x.shape[0], -1)
 
     def __call__(self, obs, action):
-        hidden = self.represent(obs)
-        if self.cfg.q_head:
-            self.predict_q(hidden)
-        nxt, _ = self.dynamics(hidden, action)
+        nxt, _ = self.dynamics(self.represent(obs), action)
         self.predict(nxt)
-        self.predict_next(nxt)
-        if self.cfg.decoder:
-            self.decode(nxt)
         return self.project(nxt)
 
 
 class _MLPModel(nn.Module):
     cfg: ModelConfig
     num_actions: int
-    observation_size: int  # elements of the flattened observation (the decoder's output)
 
     def setup(self):
         c = self.cfg
@@ -212,14 +162,7 @@ class _MLPModel(nn.Module):
         self.pred_net = _MLP(c.mlp_hidden[:1], c.head_hidden)
         self.value_head = _Head(c.head_hidden, n)
         self.policy_head = _Head(c.head_hidden, self.num_actions)
-        if c.dynamics_heads:
-            self.next_value_head = _Head(c.head_hidden, n)
-            self.next_policy_head = _Head(c.head_hidden, self.num_actions)
-        if c.q_head:
-            self.q_out = _Head(c.head_hidden, self.num_actions * n)
         self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding)
-        if c.decoder:
-            self.decoder_net = _MLP(c.mlp_hidden[:1], self.observation_size)
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
@@ -230,8 +173,6 @@ class _MLPModel(nn.Module):
     def dynamics(self, hidden, action):
         x = jnp.concatenate([hidden, jax.nn.one_hot(action, self.num_actions)], axis=-1)
         x = self.dyn_net(x)
-        if self.cfg.dynamics_residual:  # the state carried through; the trunk adds what the action changes
-            x = hidden + x
         return self._finish(x), self.reward_head(nn.relu(x))
 
     def _prediction_trunk(self, hidden):
@@ -241,33 +182,12 @@ class _MLPModel(nn.Module):
         x = self._prediction_trunk(hidden)
         return self.value_head(x), self.policy_head(x)
 
-    def predict_next(self, hidden):
-        """f for a state the dynamics predicted (its own heads with ``model.dynamics_heads``)."""
-        if not self.cfg.dynamics_heads:
-            return self.predict(hidden)
-        x = self._prediction_trunk(hidden)
-        return self.next_value_head(x), self.next_policy_head(x)
-
-    def predict_q(self, hidden):
-        """Each move's return from a representation's state (``model.q_head``): ``[B, A, bins]`` logits."""
-        out = self.q_out(self._prediction_trunk(hidden))
-        return out.reshape(out.shape[0], self.num_actions, -1)
-
     def project(self, hidden):
         return self.proj_net(hidden)
 
-    def decode(self, hidden):
-        return self.decoder_net(hidden)
-
     def __call__(self, obs, action):
-        hidden = self.represent(obs)
-        if self.cfg.q_head:
-            self.predict_q(hidden)
-        nxt, _ = self.dynamics(hidden, action)
+        nxt, _ = self.dynamics(self.represent(obs), action)
         self.predict(nxt)
-        self.predict_next(nxt)
-        if self.cfg.decoder:
-            self.decode(nxt)
         return self.project(nxt)
 
 
@@ -302,8 +222,8 @@ class Model:
     @property
     def module(self) -> nn.Module:
         if self.config.kind == "resnet":
-            return _ResNetModel(self.config, self.num_actions, self.observation_shape[-1])
-        return _MLPModel(self.config, self.num_actions, math.prod(self.observation_shape))
+            return _ResNetModel(self.config, self.num_actions)
+        return _MLPModel(self.config, self.num_actions)
 
     def init(self, rng) -> dict:
         """Fresh parameters (a pytree)."""
@@ -383,31 +303,15 @@ class Model:
 
         def fn(module, h, a):
             nxt, reward_logits = module.dynamics(h, a)
-            value_logits, policy_logits = module.predict_next(nxt)
+            value_logits, policy_logits = module.predict(nxt)
             return nxt, value_logits, reward_logits, policy_logits
 
         nxt, value_logits, reward_logits, policy_logits = self.module.apply(params, hidden, action, method=fn)
         return self._output(nxt, value_logits, reward_logits, policy_logits)
 
-    def action_values(self, params, hidden):
-        """The q head (``model.q_head`` only): a representation's hidden ``[B, ...]`` -> ``(logits [B, A, bins],
-        q [B, A])``, each augmented move's return from the player to move's point of view."""
-        if not self.config.q_head:
-            raise ValueError("the model has no q head: set model.q_head = true")
-        logits = self.module.apply(params, hidden, method="predict_q")
-        return logits, logits_to_scalar(logits, self.config.value_transform)
-
     def projection(self, params, hidden):
         """rho: hidden ``[B, ...]`` -> ``[B, D]`` flat projection (D = hidden size)."""
         return self.module.apply(params, hidden, method="project")
-
-    def decode(self, params, hidden):
-        """d (``model.decoder`` only): hidden ``[B, ...]`` -> ``[B, *observation_shape]``, the stacked
-        observation the hidden state stands for."""
-        if not self.config.decoder:
-            raise ValueError("the model has no decoder: set model.decoder = true (learner.reconstruction_coef > 0 does)")
-        out = self.module.apply(params, hidden, method="decode")
-        return out.reshape(out.shape[0], *self.observation_shape)
 
 
 def build_model(config: ModelConfig, observation_shape, num_actions: int,
