@@ -91,8 +91,14 @@ def new_identity(run_dir: Path | str) -> str:
 
 def run_identity(run_dir: Path | str) -> str:
     """A run's identity (see :func:`new_identity`). A run written before identities existed is named by its
-    config (``run-`` and the first 8 hex digits of config.yaml's sha256), which is as stable."""
+    config (``run-`` and the first 8 hex digits of config.yaml's sha256), which is as stable. An agent file
+    carries the identity of the run it was exported from."""
+    from moozi.agent_file import is_agent_file, read_agent
+
     run_dir = Path(run_dir)
+    if is_agent_file(run_dir):
+        header = read_agent(run_dir)[0]
+        return str((header.get("card") or {}).get("run_id") or "agent-" + header["params"]["sha256"][:8])
     try:
         return str(json.loads((run_dir / IDENTITY).read_text())["id"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -103,6 +109,13 @@ def is_run_dir(path: Path | str) -> bool:
     return (Path(path) / "config.yaml").is_file()
 
 
+def is_trained(path: Path | str) -> bool:
+    """Whether ``path`` is something to play with: a run directory or an agent file (``moozi export``)."""
+    from moozi.agent_file import is_agent_file
+
+    return is_run_dir(path) or is_agent_file(path)
+
+
 def kept_updates(run_dir: Path | str) -> list[int]:
     """Every update count a run can still be opened at (periodic, kept and best checkpoints), oldest first."""
     root = Path(run_dir) / "checkpoints"
@@ -110,8 +123,18 @@ def kept_updates(run_dir: Path | str) -> list[int]:
 
 
 def load_run_config(run_dir: Path | str) -> Config:
-    """The resolved config saved in a run directory."""
+    """The resolved config saved in a run directory (or in an agent file)."""
+    from moozi.agent_file import is_agent_file, read_agent
+
+    if is_agent_file(run_dir):
+        try:
+            return config_from_dict(read_agent(run_dir)[0]["config"])
+        except ConfigError as err:
+            raise ConfigError(f"{run_dir}: {err} (an agent file made by an older moozi)") from err
     path = Path(run_dir) / "config.yaml"
+    if Path(run_dir).is_file():
+        raise CheckpointError(f"{run_dir} is a file but not a moozi agent file (`moozi export RUN --to NAME.moozi` "
+                              "makes one), nor a run directory")
     if not path.exists():
         raise CheckpointError(f"{run_dir} is not a moozi run directory: {path} is missing")
     try:
@@ -205,6 +228,10 @@ def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | N
     game on another package); the params must still fit its model, and the checkpoint must be of the run's own
     game (its config.yaml's). ``keep_env``: leave the game open in ``TrainedRun.env`` (a caller that plays it).
     """
+    from moozi.agent_file import is_agent_file
+
+    if is_agent_file(run_dir):
+        return _open_agent(Path(run_dir), checkpoint, config, keep_env)
     from moozi.parts import build_parts
 
     own = load_run_config(run_dir)
@@ -218,3 +245,31 @@ def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | N
     if not keep_env:
         env.close()
     return TrainedRun(Path(run_dir), config, env.spec, model, params, meta, env if keep_env else None)
+
+
+def _open_agent(path: Path, checkpoint: str, config: Config | None, keep_env: bool) -> TrainedRun:
+    """:func:`open_run` of an agent file: its one set of params (``checkpoint`` must be ``latest``)."""
+    from moozi.agent_file import read_agent
+    from moozi.parts import build_parts
+
+    if checkpoint not in ("latest", None):
+        raise CheckpointError(f"{path} is an agent file: it holds one set of params (no --checkpoint {checkpoint})")
+    header, params = read_agent(path)
+    own = config_from_dict(header["config"])
+    config = own if config is None else config
+    env, model = build_parts(config)
+    try:
+        try:
+            model.check_params(params)
+        except ValueError as err:
+            raise CheckpointError(f"{path} does not fit the model of its own config: {err}") from err
+    except BaseException:
+        env.close()
+        raise
+    if not keep_env:
+        env.close()
+    card = header.get("card") or {}
+    meta = {"counters": {"updates": int(card.get("updates", 0)), "env_steps": int(card.get("env_steps", 0))},
+            "path": str(path), "agent": card,
+            "config": header["config"]}
+    return TrainedRun(path, config, env.spec, model, params, meta, env if keep_env else None)

@@ -279,3 +279,30 @@ def _envs(args: argparse.Namespace) -> int:
     for name in list_envs():
         print(name)
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """``moozi export RUN --to NAME.moozi``: the run's params at a checkpoint, its config and a short card."""
+    import subprocess
+
+    from moozi.agent_file import SUFFIX, write_agent
+    from moozi.config import to_dict
+    from moozi.run_dir import is_run_dir, open_run, run_identity
+
+    if not is_run_dir(args.run_dir):
+        print(f"moozi export: {args.run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
+        return 2
+    to = Path(args.to if args.to.endswith(SUFFIX) else args.to + SUFFIX)
+    opened = open_run(args.run_dir, args.checkpoint)
+    here = Path(__file__).resolve().parent
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=here).stdout.strip() or None
+    last_test = opened.meta.get("last_test") or {}
+    card = {"game": opened.config.env.name, "updates": opened.updates,
+            "env_steps": int(opened.meta["counters"].get("env_steps", 0)), "run": str(args.run_dir),
+            "run_id": run_identity(args.run_dir), "checkpoint": Path(opened.meta["path"]).name,
+            "exported_by_commit": commit, "last_test_return": last_test.get("test/return_mean"),
+            "note": args.note}
+    written = write_agent(to, to_dict(opened.config), opened.params, card)
+    print(json.dumps({**written, "game": card["game"], "updates": card["updates"]}))
+    return 0

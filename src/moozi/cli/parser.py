@@ -10,6 +10,7 @@ from moozi.cli.commands import (
     _embed,
     _envs,
     _eval,
+    _export,
     _grade,
     _gtp,
     _match,
@@ -325,6 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--out", default=None, metavar="DIR",
                           help="where to write (default runs/ppo-GAME-PROTOCOL-sSEED)")
     baseline.set_defaults(func=_baseline)
+
+    export = sub.add_parser("export", help="write a trained run's agent to one file (NAME.moozi) that every "
+                            "command taking a run also takes")
+    export.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
+    export.add_argument("--to", required=True, metavar="NAME.moozi", help="the agent file to write")
+    export.add_argument("--checkpoint", default="latest", help="latest (default), best or an update count")
+    export.add_argument("--note", default=None, help="a line for the agent's card (e.g. its measured strength)")
+    export.set_defaults(func=_export)
 
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)

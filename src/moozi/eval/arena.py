@@ -208,7 +208,7 @@ def game_of(players: list[str], game: str | None, modules=()) -> tuple[str, dict
     from moozi.envs.registry import list_envs
     from moozi.eval.players import parse_player
     from moozi.eval.players.registry import BUILTIN, is_builtin, run_of
-    from moozi.run_dir import load_run_config
+    from moozi.run_dir import is_trained, load_run_config
 
     import_modules(list(modules))
     found = None
@@ -217,9 +217,9 @@ def game_of(players: list[str], game: str | None, modules=()) -> tuple[str, dict
         if is_builtin(head):
             continue
         run = run_of(head)[1].partition("@")[0]
-        if not (Path(run) / "config.yaml").is_file():
+        if not is_trained(run):
             why = "no such folder" if not Path(run).exists() else "no config.yaml in it"
-            raise ConfigError(f"player {text!r}: {run} is not a run directory ({why}), nor a built-in player "
+            raise ConfigError(f"player {text!r}: {run} is not a run directory ({why}) nor an agent file, nor a built-in player "
                               f"({', '.join(BUILTIN)})")
         env = load_run_config(run).env
         if found is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from moozi.config import ConfigError
 from moozi.eval.players.external import GTPPlayer, HumanPlayer
@@ -117,9 +116,10 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
     elif head.startswith("az:"):
         unused(("sims",))
         run, _, checkpoint = head[len("az:"):].partition("@")
-        if not (Path(run) / "config.yaml").is_file():
-            raise ConfigError(f"player {text!r}: {run!r} is not a run directory (no config.yaml)")
-        from moozi.run_dir import load_run_config
+        from moozi.run_dir import is_trained, load_run_config
+
+        if not is_trained(run):
+            raise ConfigError(f"player {text!r}: {run!r} is not a run directory (no config.yaml) nor an agent file")
 
         sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
         player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
@@ -127,10 +127,11 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         prefix, head = run_of(head)
         mode = "prior" if prefix == "prior:" else "search"
         run, _, checkpoint = head.partition("@")
-        if not (Path(run) / "config.yaml").is_file():
+        from moozi.run_dir import is_trained, load_run_config
+
+        if not is_trained(run):
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
-                              "run directory (no config.yaml)")
-        from moozi.run_dir import load_run_config
+                              "run directory (no config.yaml) nor an agent file")
 
         if mode == "search" and load_run_config(run).model.dynamics == "simulator":
             # A run trained in AlphaZero mode searches the way it was trained: the real simulator.
