@@ -25,7 +25,7 @@ from moozi.driver import Trainer
 from moozi.driver.backend import LocalBackend
 from moozi.observe.metrics import read_metrics
 from moozi.presets import load_preset
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 GOLDEN = Path(__file__).parent / "data" / "characterization.json"
 OVERRIDES = [o for o in TINY if not o.startswith(("schedule.max_env_steps", "env.kwargs", "testing.every"))] + [

@@ -24,7 +24,7 @@ def test_demo_trains_evaluates_and_says_what_it_learned(tmp_path, capsys):
     """`make demo`'s command, on a tiny budget in env steps (the default trains CartPole for 300,000)."""
     import yaml
 
-    from tests.test_train_smoke import TINY
+    from tests.helpers import TINY
 
     run = tmp_path / "demo"
     assert main(["demo", "--env-steps", "200", "--episodes", "2", "--max-frames", "20", "--run-dir", str(run),

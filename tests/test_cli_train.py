@@ -5,7 +5,7 @@ import json
 import pytest
 
 from moozi.cli import main
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 # The host path (OpenSpiel) in the extended tier: it compiles every player again (~70 s on a slow machine).

@@ -20,7 +20,7 @@ from moozi.config import ConfigError, LearnerConfig, ModelConfig, ReplayConfig
 from moozi.learner import Learner
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
-from tests.test_learner import A, SPEC, TCFG, _episode
+from tests.helpers import A, SPEC, TCFG, _episode
 
 model = build_model(ModelConfig(kind="mlp", mlp_hidden=(16,), mlp_embedding=8, head_hidden=8, support_size=3),
                     (2, 2, stacked_channels(1, A, TCFG.history_length)), A)

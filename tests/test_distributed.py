@@ -17,7 +17,7 @@ from moozi.driver.backend import LocalBackend, WorkerDied
 from moozi.driver.limiter import RateLimiter
 from moozi.observe.metrics import read_metrics, training_rows
 from moozi.presets import load_preset
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 BASE = [o for o in TINY if not o.startswith(("schedule.max_env_steps", "env.kwargs"))] + [
     "env.kwargs.max_episode_steps=8"]

@@ -12,6 +12,7 @@ from moozi.cli.main import main
 from moozi.config import ConfigError
 from moozi.eval.grade import CATEGORIES, STAGES, Position, category_of, grade_actions, load_positions, select
 from moozi.eval.solver import is_mistake, remaining_plies, result
+from tests.helpers import _bench
 
 
 def test_remaining_plies_golden():
@@ -165,17 +166,6 @@ def test_make_positions_cli(tmp_path, capsys):
     assert out["categories"]["all"]["mistakes"] == 0 and out["categories"]["all"]["positions"] == 12
 
 
-def _bench(name: str):
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(f"moozi_bench_{name}",
-                                                  Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     """grading.every_checkpoints grades each checkpoint (grade/* rows with the counters); keep_best keeps the fewest
     mistakes (ties: the newer) as checkpoints/best; acting.play_best makes training workers act with those params."""
@@ -185,7 +175,7 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     from moozi.driver.sync_schedule import SyncSchedule
     from moozi.observe.metrics import read_metrics
     from moozi.presets import load_preset
-    from tests.test_train_smoke import TINY
+    from tests.helpers import TINY
 
     # Bounded by env steps, not wall clock (a slow CPU once spent 0.4 minutes on one epoch): episodes of 12 steps
     # end in epoch 3 of 5, so updates follow; a checkpoint (and a grade) after nearly every epoch.
@@ -226,7 +216,7 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
 @pytest.mark.extended  # CI runs offline_fit.py on a single-player run (tests/test_long_runs.py); this one trains its own
 def test_the_connect_four_diagnosis_scripts_read_a_run(tmp_path):
     """The two diagnosis scripts of docs/results/connect4-alphazero-fix run on a tiny connect four run."""
-    from tests.test_train_smoke import TINY
+    from tests.helpers import TINY
 
     run = tmp_path / "c4"
     assert main(["train", "--preset", "connect4", "--run-dir", str(run), *TINY, "schedule.max_env_steps=80"]) == 0

@@ -11,7 +11,7 @@ from moozi.cli import main
 from moozi.driver import Trainer, load_run_config
 from moozi.observe.metrics import read_metrics
 from moozi.run_dir import find_checkpoint
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 SETTINGS = ["schedule.max_env_steps=192", "learner.learning_rate=0.01", "learner.lr_schedule=cosine",
             "learner.lr_decay_over=budget", "learner.lr_final_fraction=0.1", "learner.ema_decay=0.9",

@@ -45,3 +45,14 @@ def test_no_test_touches_a_private_member_of_the_trainer():
     found = [f"{p.name}:{i}" for p in (ROOT / "tests").glob("*.py") if p.name != Path(__file__).name
              for i, line in enumerate(p.read_text().splitlines(), 1) if private.search(line)]
     assert not found, found
+
+
+def test_no_test_module_imports_another():
+    """Shared test helpers live in tests/helpers.py (or conftest.py), never in another test module (issue 90)."""
+    found = []
+    for p in (ROOT / "tests").glob("test_*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{p.name}: {n}" for n in names if n.startswith("tests.test_")]
+    assert not found, found

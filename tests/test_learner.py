@@ -10,29 +10,11 @@ import jax
 import numpy as np
 import pytest
 
-from moozi.config import ConfigError, LearnerConfig, ModelConfig, ReplayConfig, TargetConfig
-from moozi.envs.contract import EnvSpec
+from moozi.config import ConfigError, LearnerConfig, ModelConfig, ReplayConfig
 from moozi.learner import Learner, episode_priorities
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
-from moozi.types import Trajectory
-
-SPEC = EnvSpec("test:grid", (2, 2, 1), 2, path="host", observation_dtype="uint8")
-TCFG = TargetConfig(history_length=2, unroll_steps=2, td_steps=3, discount=0.9)
-A = SPEC.num_actions + 1
-
-
-def _episode(n, seed):
-    rng = np.random.default_rng(seed)
-    return Trajectory(
-        frames=rng.integers(0, 2, (n, 2, 2, 1)).astype(np.uint8),
-        actions=np.r_[rng.integers(1, A, n - 1), 0].astype(np.int32),
-        rewards=np.r_[0.0, rng.normal(size=n - 1)].astype(np.float32),
-        root_values=rng.normal(size=n).astype(np.float32),
-        root_policies=np.c_[np.zeros((n, 1)), rng.dirichlet(np.ones(A - 1), n)].astype(np.float32),
-        to_play=np.zeros(n, np.int32), first=np.int32(0), last=np.int32(n - 1), is_terminal=np.bool_(True),
-        random_actions=rng.random(n) < 0.2,
-    )
+from tests.helpers import SPEC, TCFG, A, _episode
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import learning  # noqa: E402
-from tests.test_train_smoke import TINY  # noqa: E402
+from tests.helpers import TINY  # noqa: E402
 
 
 def test_wilson_interval_golden():

@@ -12,7 +12,7 @@ from moozi.eval.evaluate import mean_interval
 from moozi.eval.sweep import cell, markdown
 from moozi.observe.curves import mean_curve, references_for
 from moozi.run_dir import find_checkpoint, kept_updates
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_model_foresight_golden():
     import jax.numpy as jnp
     import numpy as np
 
-    from tests.test_grade import _bench
+    from tests.helpers import _bench
 
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
@@ -221,7 +221,7 @@ def test_replay_setback_golden():
     import jax.numpy as jnp
     import numpy as np
 
-    from tests.test_grade import _bench
+    from tests.helpers import _bench
 
     class Stub:
         num_actions = 3  # augmented: the dummy and two moves
@@ -246,7 +246,7 @@ def test_freeway_setback_golden():
     row, or scoring (which also puts the chicken on the bottom), is not."""
     import numpy as np
 
-    from tests.test_grade import _bench
+    from tests.helpers import _bench
 
     def frame(row):
         f = np.zeros((10, 10, 7), np.float32)
@@ -269,7 +269,7 @@ def test_boost_setbacks_golden():
     import numpy as np
     import pytest
 
-    from tests.test_grade import _bench
+    from tests.helpers import _bench
 
     frames = np.zeros((4, 10, 10, 7), np.uint8)
     for slot, row in enumerate([5, 9, 8, 9]):
@@ -287,7 +287,7 @@ def test_boost_setbacks_golden():
 
 
 def test_model_foresight_and_offline_fit_read_a_single_player_run(kept_run):
-    from tests.test_grade import _bench
+    from tests.helpers import _bench
 
     read = _bench("model_foresight").read_run(str(kept_run), steps=3)
     assert read["states"] > 0 and read["updates"] >= 1 and read["value_sd"] >= 0

@@ -18,7 +18,7 @@ from moozi.observe.gif import caption, episode_frames, tensorboard_strip, write_
 from moozi.observe.render import PLAYER_COLOURS, cubehelix, kind_of, render
 from moozi.types import Trajectory
 from moozi.workers import agent_return
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 def _spec(name, shape, two_player=False, dtype="float32", scale=1.0, actions=3):

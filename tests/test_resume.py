@@ -14,7 +14,7 @@ from moozi.checkpoint import list_checkpoints, load_latest
 from moozi.config import apply_overrides, config_from_dict
 from moozi.driver import Trainer
 from moozi.presets import load_preset
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 def _config(max_env_steps, *extra):

@@ -159,7 +159,7 @@ def test_a_training_run_with_augmentation_and_the_refusal(tmp_path, capsys):
     """`moozi train ... learner.augment_symmetries=true`: a tic-tac-toe run trains; CartPole is refused
     before any work, naming the key."""
     from moozi.cli import main
-    from tests.test_train_smoke import TINY
+    from tests.helpers import TINY
 
     run = tmp_path / "ttt"
     assert main(["train", "--preset", "tictactoe", "--run-dir", str(run), *TINY,

@@ -11,29 +11,7 @@ import pytest
 from moozi.cli import main
 from moozi.observe.metrics import read_metrics
 from moozi.presets import preset_names
-
-TINY = [
-    "env.num_envs=4",
-    "env.kwargs.max_episode_steps=12",  # every game finishes episodes quickly
-    "acting.steps_per_epoch=4",
-    "schedule.batch_size=8",
-    "schedule.samples_per_env_step=2",  # several updates even for presets with a low ratio
-    "schedule.min_replay_steps=1",
-    "testing.every=2",
-    "testing.episodes=2",
-    "testing.envs=2",
-    "testing.steps_per_segment=13",
-    "schedule.max_env_steps=64",
-    "planner.num_simulations=2",
-    "test_planner.num_simulations=2",
-    "model.channels=4",
-    "model.repr_blocks=1",
-    "model.dyn_blocks=1",
-    "model.head_hidden=8",
-    "model.mlp_hidden=[8]",
-    "model.mlp_embedding=8",
-    "replay.capacity=2000",
-]
+from tests.helpers import TINY
 
 PRESETS = [
     "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "freeway-az", "minatar-breakout",

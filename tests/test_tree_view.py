@@ -14,7 +14,7 @@ from moozi.config import PlannerConfig
 from moozi.games import tictactoe as ttt
 from moozi.observe.tree import GameReplay, check_against_game, path_to, to_dot, to_svg, tree_nodes
 from moozi.planner import search
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 def _exact_tree(board: str, mover: str, sims: int, kind: str = "puct"):

@@ -96,7 +96,7 @@ def test_alphazero_training_run(tmp_path, capsys):
     from moozi.eval.players import make_player
     from moozi.observe.metrics import read_metrics
     from moozi.presets import load_preset
-    from tests.test_train_smoke import TINY
+    from tests.helpers import TINY
 
     run = tmp_path / "az"
     assert main(["train", "--preset", "tictactoe", "--run-dir", str(run), "--seed", "1", *TINY,

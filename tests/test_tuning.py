@@ -9,7 +9,7 @@ import pytest
 from moozi.cli.main import main
 from moozi.config import ConfigError
 from moozi.tuning import Param, check_params, parse_param, trial_config
-from tests.test_train_smoke import TINY
+from tests.helpers import TINY
 
 
 def test_param_forms_golden():
