@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.driver import build_parts, load_params, load_run_config
+from moozi.driver import build_parts
 from moozi.envs.pool import make_pool
 from moozi.eval import perfect
 from moozi.model.history import history_init, history_observation, history_push
@@ -36,10 +36,13 @@ def cells_of(moves):  # mover-relative board: +1 mover, -1 opponent (x moves fir
 def exact_outcomes(run, checkpoint: str = "latest") -> dict:
     """``{"first": {...}, "second": {...}, "updates", "checkpoint"}``: per seat P(win), P(draw), P(loss) and
     the losing lines ``[(probability, moves)]`` of the run's checkpoint against the perfect player."""
-    cfg = load_run_config(run)
+    from moozi.run_dir import open_run
+
+    opened = open_run(run, checkpoint)  # a run directory, an agent file or zoo:NAME
+    cfg = opened.config
     assert cfg.targets.history_length == 1, "this walk feeds one frame per decision"
     env, model = build_parts(cfg)
-    params, meta = load_params(run, model, checkpoint=checkpoint)
+    params, meta = opened.params, opened.meta
     sol = perfect.solve()
     A = model.num_actions
 

@@ -94,8 +94,9 @@ def run_identity(run_dir: Path | str) -> str:
     config (``run-`` and the first 8 hex digits of config.yaml's sha256), which is as stable. An agent file
     carries the identity of the run it was exported from."""
     from moozi.agent_file import is_agent_file, read_agent
+    from moozi.zoo import resolve
 
-    run_dir = Path(run_dir)
+    run_dir = resolve(run_dir)
     if is_agent_file(run_dir):
         header = read_agent(run_dir)[0]
         return str((header.get("card") or {}).get("run_id") or "agent-" + header["params"]["sha256"][:8])
@@ -110,10 +111,12 @@ def is_run_dir(path: Path | str) -> bool:
 
 
 def is_trained(path: Path | str) -> bool:
-    """Whether ``path`` is something to play with: a run directory or an agent file (``moozi export``)."""
+    """Whether ``path`` is something to play with: a run directory, an agent file (``moozi export``) or a shipped
+    agent (``zoo:NAME``)."""
     from moozi.agent_file import is_agent_file
+    from moozi.zoo import PREFIX
 
-    return is_run_dir(path) or is_agent_file(path)
+    return str(path).startswith(PREFIX) or is_run_dir(path) or is_agent_file(path)
 
 
 def kept_updates(run_dir: Path | str) -> list[int]:
@@ -123,9 +126,11 @@ def kept_updates(run_dir: Path | str) -> list[int]:
 
 
 def load_run_config(run_dir: Path | str) -> Config:
-    """The resolved config saved in a run directory (or in an agent file)."""
+    """The resolved config saved in a run directory (or in an agent file, or a shipped agent's)."""
     from moozi.agent_file import is_agent_file, read_agent
+    from moozi.zoo import resolve
 
+    run_dir = resolve(run_dir)
     if is_agent_file(run_dir):
         try:
             return config_from_dict(read_agent(run_dir)[0]["config"])
@@ -229,9 +234,10 @@ def open_run(run_dir: Path | str, checkpoint: str = "latest", config: Config | N
     game (its config.yaml's). ``keep_env``: leave the game open in ``TrainedRun.env`` (a caller that plays it).
     """
     from moozi.agent_file import is_agent_file
+    from moozi.zoo import resolve
 
-    if is_agent_file(run_dir):
-        return _open_agent(Path(run_dir), checkpoint, config, keep_env)
+    if is_agent_file(resolve(run_dir)):
+        return _open_agent(resolve(run_dir), checkpoint, config, keep_env)
     from moozi.parts import build_parts
 
     own = load_run_config(run_dir)

@@ -306,3 +306,20 @@ def _export(args: argparse.Namespace) -> int:
     written = write_agent(to, to_dict(opened.config), opened.params, card)
     print(json.dumps({**written, "game": card["game"], "updates": card["updates"]}))
     return 0
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    """``moozi zoo``: the shipped agents, their games, measured strength and cards."""
+    from moozi.zoo import PREFIX, index
+
+    agents = index()
+    if args.json:
+        print(json.dumps(agents))
+        return 0
+    if not agents:
+        print("the zoo is empty")
+        return 0
+    for name, e in sorted(agents.items()):
+        print(f"{PREFIX}{name:<16} {e['game']:<22} {e['bytes'] / 1e6:5.2f} MB  {e['strength']}  (card: {e['card']})")
+    print("use one wherever a run is taken: moozi play zoo:NAME, moozi eval zoo:NAME, moozi match zoo:NAME random")
+    return 0

@@ -22,6 +22,7 @@ from moozi.cli.commands import (
     _tree,
     _tune,
     _watch,
+    _zoo,
 )
 from moozi.cli.demo import DEMO_ENV_STEPS, _demo
 from moozi.cli.train import _train, add_train_arguments
@@ -334,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--checkpoint", default="latest", help="latest (default), best or an update count")
     export.add_argument("--note", default=None, help="a line for the agent's card (e.g. its measured strength)")
     export.set_defaults(func=_export)
+
+    zoo = sub.add_parser("zoo", help="list the trained agents shipped with moozi (zoo:NAME wherever a run is taken)")
+    zoo.add_argument("--json", action="store_true", help="print the zoo's index as one JSON object")
+    zoo.set_defaults(func=_zoo)
 
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)

@@ -1,0 +1,60 @@
+"""The zoo: shipped agents are intact, listed, small, usable as zoo:NAME, and as strong as their cards say."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from moozi.cli import main
+from moozi.zoo import HERE, index
+from tests.helpers import _bench
+
+
+def test_every_shipped_agent_is_intact_and_the_zoo_is_small():
+    agents = index()
+    assert "tictactoe-v1" in agents
+    total = 0
+    for name, entry in agents.items():
+        data = (HERE / entry["file"]).read_bytes()
+        assert len(data) == entry["bytes"] and hashlib.sha256(data).hexdigest() == entry["sha256"], name
+        assert {"game", "strength", "card"} <= set(entry), name
+        total += len(data)
+    assert total <= 25 * 1024 * 1024
+    listed = {p.name for p in HERE.glob("*.moozi")}
+    assert listed == {e["file"] for e in agents.values()}  # no file shipped without its entry, nor the reverse
+
+
+def test_moozi_zoo_lists_the_agents(capsys):
+    assert main(["zoo"]) == 0
+    out = capsys.readouterr().out
+    assert "zoo:tictactoe-v1" in out and "pgx:tic_tac_toe" in out
+    assert main(["zoo", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == index()
+
+
+def test_the_tictactoe_agent_is_perfect_exactly():
+    """Every line the perfect player can choose, in both seats: the shipped agent never loses (its card's
+    claim, recomputed)."""
+    r = _bench("tictactoe_exact").exact_outcomes("zoo:tictactoe-v1")
+    assert r["first"]["loss"] == 0.0 and r["second"]["loss"] == 0.0, (r["first"]["lines"], r["second"]["lines"])
+
+
+def test_a_zoo_agent_plays_wherever_a_run_does(capsys):
+    assert main(["eval", "zoo:tictactoe-v1", "--opponent", "perfect", "--games", "4"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["losses"] == 0 and out["games"] == 4
+
+
+@pytest.mark.parametrize("name, words", [("nosuch", "no such agent in the zoo"), ("tictactoe-v1", "altered")])
+def test_a_missing_or_altered_zoo_agent_is_one_line(name, words, tmp_path, monkeypatch, capsys):
+    import moozi.zoo as zoo
+
+    entry = index()["tictactoe-v1"]
+    (tmp_path / entry["file"]).write_bytes((HERE / entry["file"]).read_bytes()[:-1] + b"\0")
+    (tmp_path / "zoo.json").write_text(json.dumps(index()))
+    monkeypatch.setattr(zoo, "HERE", tmp_path)
+    assert main(["eval", f"zoo:{name}", "--games", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
