@@ -274,3 +274,68 @@ def test_sigterm_to_the_process_group_is_a_clean_stop(tmp_path, backend):
         while (left := subprocess.run(["pgrep", "-f", temp], capture_output=True, text=True).stdout.split()):
             assert time.monotonic() < deadline, f"Ray processes left: {left}"
             time.sleep(0.5)
+
+
+def _term_at_first_epoch(cmd: list[str], run, epochs_before: int = 0) -> tuple[int, str, float, int]:
+    """Start ``cmd`` in a session of its own, SIGTERM its group the moment its first epoch begins (train.log's
+    "training ..." line number ``epochs_before + 1``: compiling comes next); its exit code, stderr, seconds from
+    the signal to the exit, and how many processes of the group were left running (zombies aside) 10 s on."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log = run / "train.log"
+    try:
+        deadline = time.monotonic() + 300
+        while not log.exists() or log.read_text().count("moozi: training ") <= epochs_before:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    deadline, left = time.monotonic() + 10, []
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-o", "stat=", "-s", str(proc.pid)], capture_output=True, text=True).stdout
+        if not (left := [s for s in ps.split() if not s.startswith("Z")]):
+            break
+        time.sleep(0.2)
+    return proc.returncode, err.decode(), took, len(left)
+
+
+@pytest.mark.slow
+def test_a_sigterm_stop_that_outlasts_its_grace_ends_the_process_then(tmp_path):
+    """A SIGTERM that lands as the first epoch begins (compiling: Python runs no signal handler inside an XLA
+    compile) with ``--stop-grace 0.3``: the process ends 0.3 s on, exit 143, one line saying what holds the run
+    and how to go on, no traceback, no process of its group left. Both pieces of advice work: with no checkpoint
+    yet, the same command with --continue trains; a resumed run stopped so names its newest checkpoint, and
+    --resume goes on from it."""
+    import re
+    import sys
+
+    from moozi.checkpoint import list_checkpoints
+
+    run = tmp_path / "grace"
+    base = [sys.executable, "-m", "moozi.cli", "train", "--preset", "openspiel-tictactoe", "--run-dir", str(run),
+            *[o for o in TINY if not o.startswith("schedule.max_env_steps")], "schedule.max_env_steps=100000000",
+            "env.num_workers=2"]
+    code, err, took, left = _term_at_first_epoch([*base, "--stop-grace", "0.3"], run)
+    assert code == 143 and "after 0.3 s (--stop-grace): exiting now" in err, err[-2000:]
+    assert "no checkpoint was written yet" in err and "commands.txt) and --continue" in err, err[-2000:]
+    assert "Traceback" not in err and took < 15 and left == 0, (took, left, err[-2000:])
+    assert main(["train", *base[4:], "--continue", "--minutes", "0.3"]) == 0  # the advice: the same, --continue
+    step = list_checkpoints(run / "checkpoints")[-1].step
+    resume = [sys.executable, "-m", "moozi.cli", "train", "--resume", str(run), "--stop-grace", "0.3"]
+    code, err, took, left = _term_at_first_epoch(resume, run, epochs_before=2)
+    assert code == 143 and "(--stop-grace): exiting now" in err and "Traceback" not in err, err[-2000:]
+    assert f"the newest checkpoint is {run / 'checkpoints'}" in err and f"(update {step:,}); no update since it is " \
+        "lost" in err and f"continue with: moozi train --resume {run}" in err, err[-2000:]
+    assert took < 15 and left == 0 and list_checkpoints(run / "checkpoints")[-1].step == step
+    assert re.search(r"exiting now", (run / "train.log").read_text())  # said in the run's log too
+    assert main(["train", "--resume", str(run), "--minutes", "0.2"]) == 0

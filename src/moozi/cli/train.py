@@ -17,6 +17,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", type=float, default=None,
                         help="stop cleanly after M minutes, with a final checkpoint (default: no time limit)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (schedule.seed)")
+    parser.add_argument("--stop-grace", type=float, default=25.0, metavar="S",
+                        help="a SIGTERM's stop (final checkpoint included) ends the process within S seconds: a "
+                             "phase that cannot be cut (compiling, a long learning phase) still running then is "
+                             "left, and the run resumes from its newest checkpoint (default 25, under the 30 s "
+                             "that Kubernetes and Slurm wait; 0: wait for the stop however long it takes)")
     parser.add_argument("--backend", choices=["local", "ray"], default=None,
                         help="where components run: local (default, one process) or ray (pip install 'moozi[ray]')")
     parser.add_argument("--address", default=None, metavar="HOST:PORT",
@@ -61,13 +66,18 @@ def _train(args: argparse.Namespace) -> int:
     from moozi.presets import load_preset, preset_names
 
     started = time.monotonic()
+    if not args.stop_grace >= 0:
+        print(f"moozi train: --stop-grace {args.stop_grace:g} is invalid: allowed a number of seconds >= 0",
+              file=sys.stderr)
+        return 2
     if args.minutes is not None and not args.minutes > 0:
         print(f"moozi train: --minutes {args.minutes:g} is invalid: allowed a number > 0 (leave it out to train "
               "until schedule.max_env_steps)", file=sys.stderr)
         return 2
     if args.resume:
         if args.preset or args.overrides or args.seed is not None or args.run_dir or args.protocol:
-            print("moozi train: --resume DIR takes only --minutes, --backend and --address (the run's config is reused)", file=sys.stderr)
+            print("moozi train: --resume DIR takes only --minutes, --stop-grace, --backend and --address (the run's "
+                  "config is reused)", file=sys.stderr)
             return 2
         run_dir = Path(args.resume)
         config = load_run_config(run_dir)
@@ -122,7 +132,7 @@ def _train(args: argparse.Namespace) -> int:
                                        f"env steps, {c['wall_s'] / 60:.1f} min trained)", soft_wrap=True)
             _check_interrupted()
             progress.status = "compiling the acting and learning steps (the first epoch)"
-            counters = trainer.run(minutes=args.minutes, started=started)
+            counters = trainer.run(minutes=args.minutes, started=started, stop_grace_s=args.stop_grace or None)
             progress.status = f"stopped by {_by(trainer)}" if trainer.budget.stop_requested else "done"
         finally:
             if trainer is not None:

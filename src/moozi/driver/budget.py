@@ -26,6 +26,7 @@ class Budget:
         self.stop_requested = False
         self.stop_signal: str | None = None  # "SIGINT" / "SIGTERM": what asked the run to stop, if a signal did
         self._total = (None, 0.0, 0.0)  # (seconds the run may have in all; when this invocation began; its wall0)
+        self._overdue = None  # a threading.Timer: a SIGTERM's stop that takes longer than its grace ends the process
 
     def start(self, minutes: float | None, started: float, now: float, wall0: float) -> None:
         """This invocation runs ``minutes`` from ``started`` (its clock began at ``now``; the run had ``wall0`` s)."""
@@ -64,11 +65,18 @@ class Budget:
         """Finish the current epoch, checkpoint and return (what Ctrl-C and SIGTERM do)."""
         self.stop_requested = True
 
-    def install_stop_handlers(self) -> Callable[[], None]:
+    def install_stop_handlers(self, grace_s: float | None = None, run_dir=None,
+                              counters: dict | None = None) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts. Returns the undo.
 
         Stopping only between epochs means no update is cut in half (its input
         state is donated), so the final checkpoint is always consistent.
+
+        With ``grace_s``, a SIGTERM's stop that has not ended the process ``grace_s`` seconds after the signal
+        (a phase that cannot be cut is running: the first epoch's compiling, a long learning phase on a CPU)
+        ends it then with exit 143 and a line saying which checkpoint holds the run (:func:`overdue_exit`),
+        before the sender's own deadline sends SIGKILL. ``run_dir``, ``counters``: what that line names.
+        :meth:`cancel_overdue` (the end of the run's process) stops that clock.
         """
         import signal
         import threading
@@ -85,12 +93,80 @@ class Budget:
 
         for sig in previous:
             signal.signal(sig, on_signal)
+        undo_clock = self._grace_clock(grace_s, run_dir, counters) if grace_s else (lambda: None)
 
         def restore():
+            undo_clock()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
         return restore
+
+    def _grace_clock(self, grace_s: float, run_dir, counters: dict | None) -> Callable[[], None]:
+        """Start the grace clock the moment a SIGTERM arrives, even while the main thread is inside one long call
+        (an XLA compile, a blocking wait), where Python runs no signal handler until the call returns: the
+        interpreter's C-level handler writes the signal's number to a wakeup socket, which a thread reads.
+        Returns the undo (the socket and the thread go; a clock already started keeps running)."""
+        import signal
+        import socket
+        import threading
+
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        before = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+        def watch():
+            while (got := reader.recv(64)):
+                if signal.SIGTERM in got and self._overdue is None:
+                    self._overdue = threading.Timer(grace_s, overdue_exit, (run_dir, grace_s, dict(counters or {})))
+                    self._overdue.daemon = True
+                    self._overdue.start()
+            reader.close()
+
+        threading.Thread(target=watch, name="moozi-sigterm-grace", daemon=True).start()
+
+        def undo():
+            signal.set_wakeup_fd(before)
+            writer.close()  # the reader sees the end and its thread returns
+
+        return undo
+
+    def cancel_overdue(self) -> None:
+        """The run's process is done with its stop: a SIGTERM's grace clock (if one runs) no longer ends it."""
+        if self._overdue is not None:
+            self._overdue.cancel()
+
+
+def overdue_exit(run_dir, grace_s: float, at_stop: dict) -> None:
+    """A SIGTERM's stop still running ``grace_s`` seconds after the signal: say where the run stands and exit 143
+    now. What is on disk is what a SIGKILL would leave (checkpoints are committed by one rename, metrics rows are
+    appended whole), so the run resumes from its newest checkpoint; ``at_stop``: its counters at the signal."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from moozi.checkpoint import checkpoint_name, list_checkpoints
+
+    root = Path(run_dir) / "checkpoints"
+    found = list_checkpoints(root) if run_dir is not None else []
+    reached = at_stop.get("updates")
+    if not found:
+        where = (f"no checkpoint was written yet, so nothing of this run is saved; start it again with its command "
+                 f"(in {Path(run_dir) / 'commands.txt'}) and --continue")
+    else:
+        step = found[-1].step
+        lost = ("no update since it is lost, only the epoch in progress" if reached == step else
+                f"the updates since it (the run was at update {reached:,} at the signal) are not saved"
+                if reached is not None else "the work since it is not saved")
+        where = (f"the newest checkpoint is {root / checkpoint_name(step)} (update {step:,}); {lost}; continue "
+                 f"with: moozi train --resume {run_dir}")
+    line = (f"the stop asked by SIGTERM still waited on a phase that cannot be cut (compiling, or a long learning "
+            f"or acting phase) after {grace_s:g} s (--stop-grace): exiting now; {where}")
+    log.warning(line)  # train.log and the CLI's console
+    for h in logging.getLogger("moozi").handlers:
+        h.flush()
+    sys.stderr.flush()
+    os._exit(143)
 
 
 def diverged_error(err, run_dir, learning_rate: float):

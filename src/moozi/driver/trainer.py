@@ -155,6 +155,8 @@ class Trainer:
                 self.backend.shutdown()
         finally:
             self._lock.release()  # set before anything could call close()
+            if getattr(self, "budget", None) is not None:  # the stop is done: a SIGTERM's grace clock ends
+                self.budget.cancel_overdue()
 
     def checksum(self) -> float:
         """Sum of |learner params| (same seed and schedule: same sum, whatever the backend)."""
@@ -225,15 +227,14 @@ class Trainer:
 
     # --- the run ----------------------------------------------------------------------
 
-    def run(self, minutes: float | None = None, started: float | None = None) -> dict:
+    def run(self, minutes: float | None = None, started: float | None = None, stop_grace_s: float | None = None) -> dict:
         """Train until ``minutes`` of wall clock pass or ``schedule.max_env_steps``; checkpoint at the end.
 
-        ``started`` (a ``time.monotonic()`` value, default now) is when the
-        limit began: the CLI passes its own start, so building and compiling
-        count against ``--minutes``. The time limit is checked between the
-        acting and learning phases of an epoch too, so a run stops within a
-        phase of its deadline (the first epoch's phases include compiling).
-        """
+        ``started`` (a ``time.monotonic()`` value, default now) is when the limit began: the CLI passes its own
+        start, so building and compiling count against ``--minutes``. The time limit is checked between the acting
+        and learning phases of an epoch too, so a run stops within a phase of its deadline (the first epoch's
+        phases include compiling). ``stop_grace_s``: a SIGTERM's stop ends the process by then (see
+        ``Budget.install_stop_handlers``)."""
         s = self.config.schedule
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
@@ -242,7 +243,7 @@ class Trainer:
         self.rows.start()
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
         announce(self.config, minutes, self.backend.name, machine_line(record_machine(self.run_dir)))
-        restore_handlers = self.budget.install_stop_handlers()
+        restore_handlers = self.budget.install_stop_handlers(stop_grace_s, self.run_dir, self.counters)
         row, diverged, failing = {}, None, None
         try:
             if s.kind == "async":
