@@ -112,3 +112,67 @@ def test_an_external_engine_over_gtp():
         pool.close()
     assert [r.score_a for r in records] == [0.5] * 4
     assert clocks["a"].moves > 0 and engine.procs == []
+
+
+_ENGINE = __import__("pathlib").Path(__file__).parent / "data" / "ttt_gtp_engine.py"
+_FAULTS = {"crash": "the engine ended after 'genmove", "occupied": "which is not legal here",
+           "garbage": "the engine answered 'banana', which names no move", "hang": "no answer to 'genmove",
+           "refuse": "the engine refused 'play", "noreply": "which is no GTP reply"}
+
+
+@pytest.mark.parametrize("mode", ["good", "nomark", "index", *_FAULTS])
+def test_match_against_an_engine_with_faults_finishes_and_records_every_game(mode, tmp_path, capsys):
+    """`moozi match` against GTP engines written apart from the project (tests/data/ttt_gtp_engine.py): answers
+    with and without the mover's mark, or as an index, are moves; an engine that crashes, answers an occupied
+    cell or garbage, hangs past the timeout, refuses a move or answers no GTP reply loses that game by forfeit
+    (reason in the records and the log), is started again for the next, and the match finishes: exit 0, every
+    game recorded, no engine left running. (Before: a RuntimeError traceback, exit 1, no records.)"""
+    import json
+    import subprocess
+    import sys
+
+    from moozi.cli import main
+
+    records = tmp_path / "games.jsonl"
+    engine = f"gtp:{sys.executable} {_ENGINE} {mode},timeout=1"
+    assert main(["match", engine, "random", "--game", "pgx:tic_tac_toe", "--pairs", "2", "--records", str(records),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    games = [json.loads(line) for line in records.read_text().splitlines()[1:]]
+    assert len(games) == out["games"] == 4 and sorted(g["game"] for g in games) == [0, 1, 2, 3]
+    if mode in _FAULTS:
+        assert out["forfeits"] == {"a": 4, "b": 0} and out["losses"] == 4
+        for g in games:
+            assert g["forfeit"]["by"] == out["a"]["id"] and _FAULTS[mode] in g["forfeit"]["reason"], g
+            assert g["score_a"] == 0.0
+    else:  # a full game each: an engine playing the first free cell against random moves
+        assert "forfeits" not in out and not any("forfeit" in g for g in games)
+        assert all(len(g["moves"]) >= 5 for g in games)
+    left = subprocess.run(["pgrep", "-f", str(_ENGINE)], capture_output=True, text=True).stdout.split()
+    assert not left, left
+
+
+def test_an_engine_that_fails_in_moozi_play_loses_the_game_and_says_why():
+    """`moozi play` against a GTP engine that exits at its second genmove: the person is told it forfeits, and
+    wins; over moozi's own GTP such a player resigns."""
+    import sys
+
+    from moozi.eval.gtp import GTPEngine as Server
+
+    player = make_player(f"gtp:{sys.executable} {_ENGINE} crash", "pgx:tic_tac_toe")
+    session = GameSession("pgx:tic_tac_toe", player)
+    out = io.StringIO()
+    try:
+        score = play_terminal(session, 0, io.StringIO("x(0,0)\nx(2,2)\nx(2,0)\nx(1,0)\n"), out)
+    finally:
+        player.close()
+        session.close()
+    text = out.getvalue()
+    assert score == 1.0 and "forfeits: the engine ended after 'genmove w'" in text and "You won." in text, text
+    server = Server(f"gtp:{sys.executable} {_ENGINE} crash", "pgx:tic_tac_toe")
+    try:
+        replies = [server.handle(line) for line in ("genmove b", "play w o(2,2)", "genmove b")]
+    finally:
+        server.session.player.close()
+        server.session.close()
+    assert replies[0].startswith("= x(") and replies[2] == "= resign\n\n", replies

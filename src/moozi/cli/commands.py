@@ -86,6 +86,9 @@ def _match_table(r: dict) -> str:
         f"A {r['ms_per_move']['a']:.3f}, B {r['ms_per_move']['b']:.3f}; {r['wall_s']:.1f} s",
         f"records: {r['records']}",
     ]
+    if "forfeits" in r:  # an engine that crashed, hung or answered no legal move (reasons: the log, the records)
+        lines.insert(4, f"forfeits: A {r['forfeits']['a']}, B {r['forfeits']['b']} (lost games; each reason is in "
+                        "the records and the log)")
     if "gate" in r:
         g = r["gate"]
         detail = (f"LLR {g['llr']:.2f} in [{g['bounds'][0]:.2f}, {g['bounds'][1]:.2f}]" if g["method"] == "sprt"

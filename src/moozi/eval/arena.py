@@ -42,12 +42,16 @@ class GameRecord:
     opening: tuple
     moves: tuple
     score_a: float
+    forfeit: tuple = ()  # ("a" or "b", reason): that player lost the game by forfeit after ``moves``
 
     def to_json(self, a_id: str, b_id: str) -> dict:
         first, second = (a_id, b_id) if self.a_seat == 0 else (b_id, a_id)
-        return {"game": self.game, "pair": self.pair, "first": first, "second": second, "a_seat": self.a_seat,
-                "score_a": self.score_a, "score_first": self.score_a if self.a_seat == 0 else 1.0 - self.score_a,
-                "opening_plies": len(self.opening), "moves": list(self.moves)}
+        out = {"game": self.game, "pair": self.pair, "first": first, "second": second, "a_seat": self.a_seat,
+               "score_a": self.score_a, "score_first": self.score_a if self.a_seat == 0 else 1.0 - self.score_a,
+               "opening_plies": len(self.opening), "moves": list(self.moves)}
+        if self.forfeit:
+            out["forfeit"] = {"by": a_id if self.forfeit[0] == "a" else b_id, "reason": self.forfeit[1]}
+        return out
 
 
 def opening_choices(seed: int, pair: int, plies: int) -> np.ndarray:
@@ -58,6 +62,18 @@ def opening_choices(seed: int, pair: int, plies: int) -> np.ndarray:
 def _fallback(legal: np.ndarray) -> np.ndarray:
     """The first legal action per row (0 where nothing is legal): what finished rows play while a round ends."""
     return np.where(legal.any(-1), np.argmax(legal, axis=-1), 0).astype(np.int32)
+
+
+def _forfeits(who: str, player, active: np.ndarray, game: np.ndarray, forfeit: dict) -> None:
+    """The games ``player`` (``"a"`` or ``"b"``) forfeited in its last call (``take_forfeits``, players that can:
+    an external engine that crashed, hung or answered no legal move): each ends there, lost by that player."""
+    import logging
+
+    for b, reason in (player.take_forfeits() if hasattr(player, "take_forfeits") else {}).items():
+        if active[b]:
+            active[b] = False
+            forfeit[b] = (who, reason)
+            logging.getLogger("moozi").warning("game %d: %s forfeits: %s", int(game[b]), player.spec.id, reason)
 
 
 def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, seed: int = 0,
@@ -87,9 +103,11 @@ def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, see
         a_seat = game % 2
         openings = [opening_choices(seed, p, opening_plies) for p in pair]
         ts = pool.reset(seed=int(np.random.default_rng([int(seed), 0x9001, round_index]).integers(2**31)))
-        for p in (player_a, player_b):
-            p.reset(ts)
         active = np.arange(B) < n
+        forfeit: dict[int, tuple] = {}
+        for who, p in (("a", player_a), ("b", player_b)):
+            p.reset(ts)
+            _forfeits(who, p, active, game, forfeit)
         first_player = np.asarray(ts.to_play).copy()
         ply = np.zeros(B, np.int64)
         score = np.zeros(B)
@@ -112,6 +130,9 @@ def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, see
                         chosen = np.asarray(player.act(ts, movers), np.int32)
                     clocks[who].compile_s += getattr(player, "compile_s", 0.0) - compiled
                     clocks[who].moves += int(movers.sum())
+                    _forfeits(who, player, active, game, forfeit)
+                    movers = movers & active
+                    live = live & active
                     bad = movers & ~legal[np.arange(B), np.clip(chosen, 0, legal.shape[1] - 1)]
                     bad |= movers & ((chosen < 0) | (chosen >= legal.shape[1]))
                     if bad.any():
@@ -124,16 +145,19 @@ def play_match(player_a, player_b, pool, pairs: int, opening_plies: int = 2, see
             a_player = np.where(a_seat == 0, first_player, 1 - first_player)
             mover_is_a = np.asarray(ts.to_play) == a_player
             ts = pool.step(actions)
-            for p in (player_a, player_b):
+            for who, p in (("a", player_a), ("b", player_b)):
                 p.observe(ts, actions)
+                _forfeits(who, p, active, game, forfeit)  # an engine that failed on the other side's move
             r = np.asarray(ts.reward, np.float64)
             score += np.where(live, np.where(mover_is_a, r, -r), 0.0)
             ply += live
             active &= ~(live & np.asarray(ts.is_last))
         for b in range(n):
             s = 1.0 if score[b] > 0 else 0.0 if score[b] < 0 else 0.5
+            if b in forfeit:
+                s = 0.0 if forfeit[b][0] == "a" else 1.0
             rec = GameRecord(int(game[b]), int(pair[b]), int(a_seat[b]), tuple(moves[b][:opening_plies]),
-                             tuple(moves[b]), s)
+                             tuple(moves[b]), s, forfeit.get(b, ()))
             records.append(rec)
             if on_game is not None:
                 on_game(rec)
@@ -176,6 +200,8 @@ def summarize(records: list[GameRecord], spec_a: dict, spec_b: dict, clocks: dic
         "distinct_games": distinct,
         "mean_plies": float(np.mean([len(r.moves) for r in records])) if records else 0.0,
     }
+    if any(r.forfeit for r in records):  # games an engine lost by crashing, hanging or answering no legal move
+        out["forfeits"] = {who: sum(1 for r in records if r.forfeit and r.forfeit[0] == who) for who in "ab"}
     if clocks:
         out["ms_per_move"] = {k: c.ms_per_move for k, c in clocks.items()}
         out["compile_s"] = {k: c.compile_s for k, c in clocks.items()}

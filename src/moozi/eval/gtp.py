@@ -159,7 +159,7 @@ class GTPEngine:
         self._budget(seat)
         legal_names = {m: self.session.move_name(m) for m in self.session.legal()}
         action = self.session.genmove()
-        return legal_names[action]
+        return "resign" if action is None else legal_names[action]  # a player that forfeited resigns
 
     def _budget(self, seat: int) -> None:
         """With time_left known and a player that takes a time budget: spend the remaining time evenly over

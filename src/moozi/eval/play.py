@@ -54,7 +54,8 @@ def play_terminal(session: GameSession, human_seat: int, stdin=None, out=None) -
         if session.seat_to_move != human_seat:
             names = {m: session.move_name(m) for m in session.legal()}
             action = session.genmove()
-            say(f"moozi plays {names[action]}")
+            say(f"{session.player.spec.id} forfeits: {session.forfeit[1]}" if action is None
+                else f"moozi plays {names[action]}")
             continue
         legal = session.legal()
         out.write(f"your move ({HELP.format(example=session.move_name(legal[0]))}): ")
@@ -87,3 +88,5 @@ def play_terminal(session: GameSession, human_seat: int, stdin=None, out=None) -
                 session.play(session.parse_move(text))
             except IllegalMove as err:
                 say(str(err))
+            if session.forfeit is not None:  # the player failed on the person's move
+                say(f"{session.player.spec.id} forfeits: {session.forfeit[1]}")

@@ -49,10 +49,18 @@ class GameSession:
         self.first_player = int(self.ts.to_play[0])
         self._twin_state = self.twin.new_initial_state() if self.twin is not None else None
         self.returns = np.zeros(2)  # per seat
+        self.forfeit: tuple[int, str] | None = None  # (seat, reason): the player lost this game by forfeit
+
+    def _check_forfeit(self, seat: int) -> None:
+        """The player (moving for ``seat``) forfeited the game (an external engine that crashed, hung or answered
+        no legal move: ``take_forfeits``): the game ends there, lost by that seat."""
+        faults = self.player.take_forfeits() if hasattr(self.player, "take_forfeits") else {}
+        if faults and self.forfeit is None:
+            self.forfeit = (seat, next(iter(faults.values())))
 
     @property
     def over(self) -> bool:
-        return bool(self.ts.is_last[0])
+        return bool(self.ts.is_last[0]) or self.forfeit is not None
 
     @property
     def seat_to_move(self) -> int:
@@ -66,6 +74,8 @@ class GameSession:
         """Score of the first seat (1, 0.5, 0) once the game is over, else None."""
         if not self.over:
             return None
+        if self.forfeit is not None:
+            return 0.0 if self.forfeit[0] == 0 else 1.0
         r = self.returns[0]
         return 1.0 if r > 0 else 0.0 if r < 0 else 0.5
 
@@ -78,6 +88,7 @@ class GameSession:
         seat = self.seat_to_move
         self.ts = self.pool.step(np.array([action], np.int32))
         self.player.observe(self.ts, np.array([action], np.int32))
+        self._check_forfeit(1 - seat)  # the player failed on the caller's move
         r = float(self.ts.reward[0])
         self.returns[seat] += r
         self.returns[1 - seat] -= r
@@ -85,11 +96,16 @@ class GameSession:
             self._twin_state.apply_action(int(action))
         self.moves.append(int(action))
 
-    def genmove(self) -> int:
-        """The player's move for the side to move, played."""
+    def genmove(self) -> int | None:
+        """The player's move for the side to move, played; None if the player forfeited instead (:attr:`forfeit`
+        says why; the game is over)."""
         if self.over:
             raise IllegalMove("the game is over")
+        seat = self.seat_to_move
         action = int(self.player.act(self.ts, np.array([True]))[0])
+        self._check_forfeit(seat)
+        if self.forfeit is not None:
+            return None
         self.play(action)
         return action
 

@@ -31,7 +31,9 @@ Player strings (``moozi match A B``)::
                                PUCT without noise, N simulations, random playouts as values, uniform prior
     az:RUN[@CKPT]              AlphaZero mode: the run's network (prior and value) searching the real simulator
     gtp:COMMAND                an external engine speaking GTP (one process per game of the batch;
-                               no commas in COMMAND), e.g. gtp:moozi gtp runs/c4
+                               no commas in COMMAND), e.g. gtp:moozi gtp runs/c4; an engine that crashes,
+                               hangs (,timeout=S per command, default 60), refuses a move or answers an
+                               illegal one or garbage forfeits that game and is started again for the next
     RUN[@CKPT]                 a trained run: the learned-model search of its test planner
                                (CKPT: latest (default), best or an update count); a run trained in
                                AlphaZero mode (model.dynamics = simulator) is az:RUN
@@ -41,14 +43,14 @@ Player strings (``moozi match A B``)::
     with this probability); for runs: ,sims=N (simulations) or ,ms=T (a time budget per move: the
     most simulations of a ladder 4, 8, ..., 1024 that fit, measured), ,temp=T (sample the
     search policy, or the prior, sharpened by 1/T; 0 = greedy); for az: ,sims=N; for
-    os-mcts and mcts: ,rollouts=K; for os-mcts: ,uct=C, ,solve=0|1.
+    os-mcts and mcts: ,rollouts=K; for os-mcts: ,uct=C, ,solve=0|1; for gtp: ,timeout=S.
 
 Batched players stay batched: the learned-model player gathers the games to
 move into one padded batch (sizes rounded up to powers of two, so a handful of
 compiled shapes) and searches them in one jitted call.
 
 Modules: :mod:`.base` (spec, interface, clock), :mod:`.simple`, :mod:`.openspiel`, :mod:`.learned`,
-:mod:`.external` and :mod:`.registry` (player strings); everything is re-exported here.
+:mod:`.external` (with :mod:`.gtp_engine`) and :mod:`.registry` (player strings); everything is re-exported here.
 """
 
 from moozi.eval.players.base import MoveClock, Player, PlayerSpec

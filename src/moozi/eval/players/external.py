@@ -86,82 +86,101 @@ class HumanPlayer:
 
 class GTPPlayer:
     """An external engine over GTP (``moozi gtp`` or any program speaking GTP v2 for the game): one engine
-    process per game of the batch, started on first use and reused from round to round.
+    process per game of the batch, started on first use and reused from game to game.
 
     Every move of a game is sent to its engine (``play``), except the engine's own (``genmove``); moves are
-    written in the game's notation where it has an OpenSpiel form, else as action indices.
+    written in the game's notation where it has an OpenSpiel form, else as action indices, and read in every
+    notation ``moozi gtp`` reads (with or without the mover's mark, or an index). An engine that crashes, hangs
+    past ``timeout_s`` on one command, refuses a move, or answers an illegal move or text that names no move
+    forfeits that game (``resign`` is a resignation): :meth:`take_forfeits` hands the arena the games and
+    reasons, the engine is stopped, and a new one is started for its next game, so a match always finishes.
     """
 
-    def __init__(self, game: str, command: str, seed: int = 0, game_kwargs: dict | None = None):
+    def __init__(self, game: str, command: str, seed: int = 0, game_kwargs: dict | None = None,
+                 timeout_s: float = 60.0):
         import shlex
 
         if not command.strip():
             raise ConfigError("gtp: needs the engine's command line, e.g. gtp:'moozi gtp runs/c4'")
         self.command = shlex.split(command)
-        self.game = game
+        self.game, self.timeout_s = game, float(timeout_s)
         try:
             self.twin = openspiel_game(game, game_kwargs)
         except ConfigError:
             self.twin = None
         self.spec = PlayerSpec("gtp", (("command", command),))
-        self.procs: list = []
+        self.procs: list = []  # a GTPEngine per game of the batch (None: stopped, started again when needed)
         self.states: list = []
+        self.faults: dict[int, str] = {}  # games forfeited since the last take_forfeits
+        self.out: set[int] = set()  # games of this round already forfeited (their engine is left alone)
 
-    def _send(self, b: int, line: str) -> str:
-        proc = self.procs[b]
-        proc.stdin.write(line + "\n")
-        proc.stdin.flush()
-        lines = []
-        while True:
-            out = proc.stdout.readline()
-            if not out:
-                raise RuntimeError(f"GTP engine {' '.join(self.command)} ended (after {line!r})")
-            out = out.rstrip("\n")
-            if not lines and not out.strip():
-                continue
-            if out == "" and lines:
-                break
-            lines.append(out)
-        reply = "\n".join(lines)
-        if reply.startswith("?"):
-            raise RuntimeError(f"GTP engine refused {line!r}: {reply[1:].strip()}")
-        return reply[1:].strip()
+    def _send(self, b: int, line: str) -> str | None:
+        """The engine's reply, or None once game ``b`` is forfeited (this fault or an earlier one)."""
+        from moozi.eval.players.gtp_engine import EngineFault, GTPEngine
+
+        if b in self.out:
+            return None
+        try:
+            if self.procs[b] is None:
+                self.procs[b] = GTPEngine(self.command, self.timeout_s)
+            return self.procs[b].send(line)
+        except EngineFault as fault:
+            self._forfeit(b, str(fault))
+            return None
+
+    def _forfeit(self, b: int, reason: str) -> None:
+        self.faults[b], engine = reason, self.procs[b]
+        self.out.add(b)
+        self.procs[b] = None
+        if engine is not None:
+            engine.kill()
+
+    def take_forfeits(self) -> dict[int, str]:
+        """``{game row: reason}`` of the games this player forfeited since the last call (the arena ends them)."""
+        faults, self.faults = self.faults, {}
+        return faults
 
     def _name(self, b: int, action: int) -> str:
-        state = self.states[b]
-        if state is not None and not state.is_terminal():
-            return state.action_to_string(state.current_player(), int(action))
-        return str(int(action))
+        from moozi.envs.notation import move_name
 
-    def _parse(self, b: int, text: str) -> int:
-        state = self.states[b]
-        if state is not None and not state.is_terminal():
-            for a in state.legal_actions():
-                if state.action_to_string(state.current_player(), a).lower() == text.lower():
-                    return int(a)
-        if text.lstrip("-").isdigit():
-            return int(text)
-        raise RuntimeError(f"GTP engine answered {text!r}, which names no legal move")
+        return move_name(self.states[b], action)
+
+    def _parse(self, b: int, text: str, legal: list[int], num_actions: int) -> int | None:
+        """The answer as a legal action, or None with game ``b`` forfeited (resigned, illegal, no move)."""
+        from moozi.envs.notation import IllegalMove, parse_move
+
+        if text.lower() == "resign":
+            self._forfeit(b, "the engine resigned")
+            return None
+        try:
+            action = parse_move(text, legal, self.states[b], num_actions)
+        except IllegalMove as err:
+            self._forfeit(b, f"the engine answered {text!r}, which names no move here ({err})")
+            return None
+        if action not in legal:
+            self._forfeit(b, f"the engine answered {text!r}, which is not legal here")
+            return None
+        return action
+
+    def _new_game(self, b: int) -> None:
+        self.seat[b], self.own[b] = 0, False
+        self.states[b] = self.twin.new_initial_state() if self.twin is not None else None
+        self._send(b, "clear_board")
 
     def reset(self, ts) -> None:
-        import subprocess
-
         n = len(ts.is_first)
-        while len(self.procs) < n:
-            self.procs.append(subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                               stderr=subprocess.DEVNULL, text=True, bufsize=1))
-        self.seat = np.zeros(n, np.int64)
-        self.own = np.zeros(n, bool)
-        self.states = [self.twin.new_initial_state() if self.twin is not None else None for _ in range(n)]
+        self.procs += [None] * (n - len(self.procs))
+        self.seat, self.own = np.zeros(n, np.int64), np.zeros(n, bool)
+        self.states, self.out = [None] * n, set()
         for b in range(n):
-            self._send(b, "clear_board")
+            self._new_game(b)
 
     def observe(self, ts, actions) -> None:
         for b, first in enumerate(np.asarray(ts.is_first)):
+            if b in self.out:
+                continue  # forfeited: nothing more is said to its engine this round
             if first:
-                self._send(b, "clear_board")
-                self.seat[b], self.own[b] = 0, False
-                self.states[b] = self.twin.new_initial_state() if self.twin is not None else None
+                self._new_game(b)
                 continue
             if self.states[b] is not None and self.states[b].is_terminal():
                 continue  # a finished game waiting for the round to end
@@ -172,18 +191,19 @@ class GTPPlayer:
             self.seat[b], self.own[b] = 1 - self.seat[b], False
 
     def act(self, ts, movers):
-        out = np.zeros(len(movers), np.int32)
+        legal_rows = np.asarray(ts.legal_actions, bool)
+        out = np.argmax(legal_rows, axis=-1).astype(np.int32)  # what a forfeited game's row holds
         for b in np.flatnonzero(movers):
-            out[b] = self._parse(b, self._send(b, f"genmove {'bw'[self.seat[b]]}"))
-            self.own[b] = True
+            legal = np.flatnonzero(legal_rows[b]).tolist()
+            answer = self._send(b, f"genmove {'bw'[self.seat[b]]}")
+            action = None if answer is None else self._parse(b, answer, legal, legal_rows.shape[1])
+            if action is not None:
+                out[b] = action
+                self.own[b] = True
         return out
 
     def close(self) -> None:
-        for p in self.procs:
-            try:
-                p.stdin.write("quit\n")
-                p.stdin.flush()
-                p.wait(timeout=10)
-            except Exception:
-                p.kill()
+        for engine in self.procs:
+            if engine is not None:
+                engine.close()
         self.procs = []

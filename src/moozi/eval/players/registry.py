@@ -17,7 +17,8 @@ RUN_PREFIXES = ("prior:", "az:", "mcts:")  # a run's player kinds (``mcts:`` is 
 NUMBERS = {"sims": (int, 1, "simulations per move"), "temp": (float, 0.0, "a move temperature"),
            "eps": (float, 0.0, "a probability of a random move"), "ms": (float, 0.0, "milliseconds per move"),
            "rollouts": (int, 1, "random rollouts per leaf"), "uct": (float, 0.0, "an exploration constant"),
-           "solve": (int, 0, "0 or 1"), "result": (int, 0, "0 or 1")}
+           "solve": (int, 0, "0 or 1"), "result": (int, 0, "0 or 1"),
+           "timeout": (float, 0.01, "seconds an engine may take to answer one command")}
 
 
 def is_builtin(head: str) -> bool:
@@ -111,8 +112,8 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         player = TrueModelPlayer(game, int(n), rollouts=int(options.get("rollouts", 1)), seed=seed,
                                  game_kwargs=game_kwargs)
     elif head.startswith("gtp:"):
-        unused()
-        player = GTPPlayer(game, head[len("gtp:"):], seed, game_kwargs)
+        unused(("timeout",))
+        player = GTPPlayer(game, head[len("gtp:"):], seed, game_kwargs, timeout_s=float(options.get("timeout", 60.0)))
     elif head.startswith("az:"):
         unused(("sims",))
         run, _, checkpoint = head[len("az:"):].partition("@")
