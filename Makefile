@@ -10,12 +10,13 @@ $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -e ".[dev,gymnax,pgx,openspiel,minatar,atari,ray,tune,tensorboard,viz,solver,baselines,stats]"
-	@# The report's browser test needs a Chromium: Debian's package, installed where apt can (as root, as in CI;
-	@# a failed install then stops here). Elsewhere the test is skipped with a message saying so.
-	if ! command -v chromium >/dev/null; then \
+	@# The report's browser test needs a Chromium and the GTP tests against a real Go engine GnuGo: Debian's
+	@# packages, installed where apt can (as root, as in CI; a failed install then stops here). Elsewhere those
+	@# tests are skipped with a message saying so.
+	if ! command -v chromium >/dev/null || ! [ -x /usr/games/gnugo ]; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-			export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); \
-		else echo "chromium not installed (needs root): the report's browser test will be skipped"; fi; fi
+			export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium gnugo >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium gnugo >/dev/null); \
+		else echo "chromium or gnugo not installed (needs root): the report's browser test and the GnuGo tests will be skipped"; fi; fi
 	touch $(STAMP)
 
 demo: $(STAMP)

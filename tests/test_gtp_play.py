@@ -176,3 +176,59 @@ def test_an_engine_that_fails_in_moozi_play_loses_the_game_and_says_why():
         server.session.player.close()
         server.session.close()
     assert replies[0].startswith("= x(") and replies[2] == "= resign\n\n", replies
+
+
+_GO = "openspiel:go(board_size=9)"
+
+
+def _gnugo() -> str:
+    import shutil
+
+    found = shutil.which("gnugo") or ("/usr/games/gnugo" if __import__("os").access("/usr/games/gnugo", 1) else None)
+    if found is None:
+        pytest.skip("GnuGo is not installed (Debian's gnugo; `make` installs it where apt can, as root)")
+    return found
+
+
+def test_gtp_speaks_go_vertices_both_ways():
+    """`moozi gtp` on 9x9 Go reads GTP's vertices (`D4`, no I column) and `pass` in either case, answers genmove
+    and legal_moves with vertices (before: "'D4' names no move", "has no pass move", `B j3`)."""
+    import re
+
+    server = GTPEngine("random", _GO)
+    try:
+        replies = [server.handle(line) for line in ("boardsize 9", "komi 7.5", "play b D4", "play w pass",
+                                                     "genmove b", "play w PASS", "legal_moves", "play b I5")]
+    finally:
+        server.session.close()
+    assert all(r == "=\n\n" for r in replies[:4]), replies
+    assert re.fullmatch(r"= ([A-HJ]\d|pass)\n\n", replies[4]), replies[4]
+    assert replies[5] == "=\n\n"
+    legal = replies[6][2:].split()
+    assert "D4" not in legal and "A1" in legal and "J9" in legal and "pass" in legal and "I5" not in legal
+    assert all(re.fullmatch(r"[A-HJ]\d|pass", m) for m in legal), legal
+    assert replies[7].startswith("? 'I5' names no move")
+
+
+def test_a_whole_go_game_against_gnugo_through_an_independent_referee(tmp_path, capsys):
+    """moozi behind GTP against GnuGo level 1 on 9x9, moves relayed by tests/data/gtp_referee.py (no moozi
+    import): no command refused by either side, the game ends, GnuGo scores it; and GnuGo as moozi's gtp:
+    player in `moozi match`: every game played out, no forfeit."""
+    import json
+    import subprocess
+    import sys
+
+    from moozi.cli import main
+
+    gnugo = f"{_gnugo()} --mode gtp --level 1"
+    referee = __import__("pathlib").Path(__file__).parent / "data" / "gtp_referee.py"
+    done = subprocess.run([sys.executable, str(referee), "--black", f"{sys.executable} -m moozi.cli gtp random "
+                           f"--game {_GO}", "--white", gnugo], capture_output=True, text=True, timeout=600)
+    game = json.loads(done.stdout.strip().splitlines()[-1])
+    assert game["refused"] == [] and game["end"] in ("two passes", "b resigned", "w resigned", "max-moves"), game
+    assert len(game["moves"]) > 10 and game["final_score"] and game["final_score"][0] in "BW0", game
+    records = tmp_path / "go.jsonl"
+    assert main(["match", "random", f"gtp:{gnugo}", "--game", _GO, "--pairs", "1", "--records", str(records),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["games"] == 2 and "forfeits" not in out and out["mean_plies"] > 10, out

@@ -19,8 +19,22 @@ def move_name(twin_state, action: int) -> str:
     return str(int(action))
 
 
+_GO_MOVE = re.compile(r"^[BW] ([a-hj-z]\d{1,2}|PASS)$")  # OpenSpiel's Go: "B d4", "W PASS"
+
+
+def gtp_name(twin_state, action: int) -> str:
+    """``action`` as GTP writes it: Go's vertices (``D4``, columns from A without I, rows from the bottom) and
+    ``pass``, where OpenSpiel writes ``B d4`` and ``B PASS``; every other game in its notation (:func:`move_name`)."""
+    name = move_name(twin_state, action)
+    if _GO_MOVE.match(name):
+        vertex = name[2:]
+        return "pass" if vertex == "PASS" else vertex.upper()
+    return name
+
+
 def parse_move(text: str, legal: list[int], twin_state, num_actions: int) -> int:
-    """An action from the game's notation (with or without the mover's mark) or an action index."""
+    """An action from the game's notation (with or without the mover's mark: ``x(1,1)``, ``(1,1)``; Go's ``B d4``,
+    ``d4``, GTP's ``D4`` and ``pass``) or an action index."""
     t = text.strip().lower()
     if twin_state is not None and not twin_state.is_terminal():
         names = {}
@@ -30,6 +44,8 @@ def parse_move(text: str, legal: list[int], twin_state, num_actions: int) -> int
             except Exception:  # OpenSpiel cannot name every index in every game
                 continue
             names[name] = a
+            if name[:2] in ("b ", "w "):  # Go: the vertex without the colour ("d4", "pass")
+                names.setdefault(name[2:], a)
             stripped = name.lstrip("xo")
             names.setdefault(stripped, a)
             names.setdefault(stripped.strip("()"), a)

@@ -9,7 +9,9 @@ to stderr, never into the protocol stream.
 Colours: ``b`` / ``black`` / ``x`` / ``first`` is the seat that moved first,
 ``w`` / ``white`` / ``o`` / ``second`` the other. Moves are in the game's
 notation where it has one (``moozi.eval.session``), an action index otherwise;
-``pass`` is refused (none of the supported games has one).
+Go's moves are GTP vertices (``D4``: columns from A without I, rows from the
+bottom) and ``pass``, both ways (OpenSpiel's ``B d4`` is read too); ``pass``
+in a game without one is refused.
 
 Commands: the administrative ones (``protocol_version``, ``name``,
 ``version``, ``known_command``, ``list_commands``, ``quit``), ``boardsize``
@@ -65,7 +67,7 @@ class GTPEngine:
             "genmove": self._genmove,
             "undo": self._undo,
             "showboard": lambda a: "\n" + self.session.board(),
-            "legal_moves": lambda a: " ".join(self.session.move_name(m) for m in self.session.legal()),
+            "legal_moves": lambda a: " ".join(self.session.gtp_name(m) for m in self.session.legal()),
             "final_score": self._final_score,
             "time_settings": self._time_settings,
             "time_left": self._time_left,
@@ -143,8 +145,6 @@ class GTPEngine:
         if len(args) != 2:
             raise GTPError("play needs a colour and a move")
         seat = self._colour(args[0])
-        if args[1].lower() == "pass":
-            raise GTPError(f"{self.session.game} has no pass move")
         self._check_turn(seat)
         self.session.play(self.session.parse_move(args[1]))
         return ""
@@ -157,7 +157,7 @@ class GTPEngine:
             return "pass"  # GTP's answer when there is no move to make
         self._check_turn(seat)
         self._budget(seat)
-        legal_names = {m: self.session.move_name(m) for m in self.session.legal()}
+        legal_names = {m: self.session.gtp_name(m) for m in self.session.legal()}
         action = self.session.genmove()
         return "resign" if action is None else legal_names[action]  # a player that forfeited resigns
 

@@ -121,6 +121,12 @@ class GameSession:
     def move_name(self, action: int) -> str:
         return move_name(self._twin_state, action)
 
+    def gtp_name(self, action: int) -> str:
+        """The move as GTP writes it (Go's vertices and ``pass``; other games as :meth:`move_name`)."""
+        from moozi.envs.notation import gtp_name
+
+        return gtp_name(self._twin_state, action)
+
     def parse_move(self, text: str) -> int:
         """An action from the game's notation (with or without the mover's mark) or an action index."""
         return parse_move(text, self.legal(), self._twin_state, self.spec.num_actions)

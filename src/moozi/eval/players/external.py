@@ -84,6 +84,15 @@ class HumanPlayer:
         pass
 
 
+def _go_setup(twin) -> list[str]:
+    """The GTP commands that tell a Go engine the game (``boardsize``, ``komi``: GnuGo starts at 19x19, komi
+    5.5); nothing for other games."""
+    if twin is None or twin.get_type().short_name != "go":
+        return []
+    params = twin.get_parameters()
+    return [f"boardsize {int(params.get('board_size', 19))}", f"komi {float(params.get('komi', 7.5)):g}"]
+
+
 class GTPPlayer:
     """An external engine over GTP (``moozi gtp`` or any program speaking GTP v2 for the game): one engine
     process per game of the batch, started on first use and reused from game to game.
@@ -109,6 +118,7 @@ class GTPPlayer:
         except ConfigError:
             self.twin = None
         self.spec = PlayerSpec("gtp", (("command", command),))
+        self.setup = _go_setup(self.twin)  # Go: the board size and komi, which a Go engine defaults otherwise
         self.procs: list = []  # a GTPEngine per game of the batch (None: stopped, started again when needed)
         self.states: list = []
         self.faults: dict[int, str] = {}  # games forfeited since the last take_forfeits
@@ -141,9 +151,9 @@ class GTPPlayer:
         return faults
 
     def _name(self, b: int, action: int) -> str:
-        from moozi.envs.notation import move_name
+        from moozi.envs.notation import gtp_name
 
-        return move_name(self.states[b], action)
+        return gtp_name(self.states[b], action)
 
     def _parse(self, b: int, text: str, legal: list[int], num_actions: int) -> int | None:
         """The answer as a legal action, or None with game ``b`` forfeited (resigned, illegal, no move)."""
@@ -165,6 +175,8 @@ class GTPPlayer:
     def _new_game(self, b: int) -> None:
         self.seat[b], self.own[b] = 0, False
         self.states[b] = self.twin.new_initial_state() if self.twin is not None else None
+        for line in self.setup:
+            self._send(b, line)
         self._send(b, "clear_board")
 
     def reset(self, ts) -> None:
