@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e ".[dev,gymnax,pgx,openspiel,minatar,atari,ray,tune,tensorboard,viz,solver,baselines,stats]"
+	$(VENV)/bin/python -m pip install -q -e ".[dev,gymnax,pgx,openspiel,minatar,atari,ray,tune,tensorboard,viz,solver,baselines,stats,serve]"
 	@# The report's browser test needs a Chromium and the GTP tests against a real Go engine GnuGo: Debian's
 	@# packages, installed where apt can (as root, as in CI; a failed install then stops here). Elsewhere those
 	@# tests are skipped with a message saying so.

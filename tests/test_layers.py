@@ -9,7 +9,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 NEVER = {  # folder -> folders it must not import
-    "eval": {"driver"}, "observe": {"driver"}, "workers": {"driver", "eval"}, "envs": {"driver"},
+    "eval": {"driver"}, "observe": {"driver"}, "workers": {"driver", "eval"}, "envs": {"driver"}, "web": {"driver"},
     "model": {"driver"}, "replay": {"driver"}, "config": {"eval"},
 }
 

@@ -117,6 +117,36 @@ def _gtp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import sys
+
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        from moozi.web.server import serve
+    except ImportError:
+        print("moozi serve: needs a web server: pip install 'moozi[serve]'", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"moozi serve: --port {args.port} is invalid: allowed 0 (any free port) to 65535", file=sys.stderr)
+        return 2
+    _log_console()
+
+    def ready(url: str) -> None:
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"moozi serve: listening on {args.host}: anyone who can reach this machine's port can use the page",
+                  file=sys.stderr)
+        print(f"moozi serve: open {url} (Ctrl-C stops)", flush=True)
+
+    try:
+        serve(args.player, args.game, args.host, args.port, args.seed, args.modules, ready=ready)
+    except OSError as e:  # the port is taken, the address is not this machine's
+        print(f"moozi serve: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _play(args: argparse.Namespace) -> int:
     from moozi.eval.arena import game_of
     from moozi.eval.play import play_games

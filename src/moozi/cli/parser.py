@@ -18,6 +18,7 @@ from moozi.cli.commands import (
     _presets,
     _ratings,
     _report,
+    _serve,
     _sweep,
     _tree,
     _tune,
@@ -165,6 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
                           "repeatable")
     play.add_argument("--seed", type=int, default=0)
     play.set_defaults(func=_play)
+
+    serve = sub.add_parser("serve", help="a local web page to play a board game against an agent by clicking",
+                           description="Starts a web server (127.0.0.1 unless --host) with a page where you play "
+                                       "AGENT by clicking the board, see its search of each move, and start new "
+                                       "games; prints the address. Ctrl-C stops it. Needs the serve extra: pip "
+                                       "install 'moozi[serve]'.")
+    serve.add_argument("player", metavar="AGENT", help="a run directory (RUN[@CKPT]), an agent file, zoo:NAME or a "
+                                                      "player string")
+    serve.add_argument("--game", default=None, help="the game (default: the run's)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes the "
+                            "page to everyone who can reach this machine)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0: any free port)")
+    serve.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
+                       help="import MODULE first: a game of your own that registers itself; repeatable")
+    serve.add_argument("--seed", type=int, default=0)
+    serve.set_defaults(func=_serve)
 
     ratings = sub.add_parser(
         "ratings", help="fit ratings (Bradley-Terry with draws and a first-move term) to a pool of games",
