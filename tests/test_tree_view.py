@@ -112,3 +112,42 @@ def test_tree_command_on_a_barely_trained_model(ttt_run, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     svg = open(result["svg"]).read()
     assert result["moves"] == [0, 3] and "after [x(0,0) o(1,0)]" in svg and "data:image/png;base64," in svg
+
+
+def _node(id, parent, action, depth, visits, value=0.0, reward=0.0):
+    from moozi.search_tree import TreeNode
+
+    return TreeNode(id, parent, action, depth, visits, value, value, 0.5, reward, 0.0)
+
+
+def test_principal_path_golden():
+    from moozi.search_tree import principal_path
+
+    # root 0 -> children 1 (action 2, 5 visits) and 2 (action 4, 3 visits); 1 -> 3 (action 1, 2 visits) and
+    # 4 (action 3, 2 visits: a tie, the smaller action wins); 3 -> 5 (action 2, 1 visit)
+    nodes = [_node(0, -1, 0, 0, 9), _node(1, 0, 2, 1, 5), _node(2, 0, 4, 1, 3), _node(3, 1, 1, 2, 2),
+             _node(4, 1, 3, 2, 2), _node(5, 3, 2, 3, 1)]
+    assert [n.id for n in principal_path(nodes)] == [1, 3, 5]
+    assert [n.id for n in principal_path(nodes, first=4)] == [2]  # the chosen move first (a leaf: the line ends)
+    assert [n.id for n in principal_path(nodes, first=7)] == [1, 3, 5]  # a move not in the tree: ignored
+    assert principal_path(nodes[:1]) == []
+
+
+def test_analysis_line_is_for_the_root_player(monkeypatch):
+    """Each step's model reward and value for the player to move at the root: signs flip on the opponent's plies
+    of a two-player game (hand-computed from the nodes), never in a single-player one."""
+    from moozi.eval.players.base import _analysis
+
+    nodes = [_node(0, -1, 0, 0, 4, 0.1), _node(1, 0, 3, 1, 3, value=0.25, reward=1.0),
+             _node(2, 1, 1, 2, 2, value=0.5, reward=2.0), _node(3, 2, 0, 3, 1, value=0.75, reward=-1.0)]
+
+    import moozi.search_tree as st
+
+    monkeypatch.setattr(st, "tree_nodes", lambda tree, row: nodes)  # tested above; the line reads its records
+    legal = jnp.ones((1, 4), bool)
+    policy = jnp.asarray([[0.1, 0.2, 0.6, 0.1]])
+    two = _analysis(policy, [0.1], policy, [0.0], legal, 0, 3, "a tree", two_player=True)["path"]
+    one = _analysis(policy, [0.1], policy, [0.0], legal, 0, 3, "a tree", two_player=False)["path"]
+    assert [s["action"] for s in two] == [2, 0, -1]  # environment actions; -1 the dummy below the root
+    assert [(s["reward"], s["value"]) for s in two] == [(1.0, -0.25), (-2.0, 0.5), (-1.0, -0.75)]
+    assert [(s["reward"], s["value"]) for s in one] == [(1.0, 0.25), (2.0, 0.5), (-1.0, 0.75)]

@@ -1,4 +1,5 @@
-"""`moozi serve`: the page to play an agent by clicking, driven in a real Chromium; the JSON API's errors."""
+"""`moozi serve`: the page to play an agent by clicking and to watch one play, driven in a real Chromium; the JSON
+API's errors."""
 
 import json
 import os
@@ -9,26 +10,48 @@ import time
 
 import pytest
 
+from moozi.cli import main
+from tests.helpers import TINY
+
 
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-@pytest.fixture(scope="module")
-def server():
-    """`moozi serve zoo:tictactoe-v1 --port 0` in a process of its own; its address."""
+def _start(*args: str):
+    """`moozi serve ARGS --port 0` in a process of its own: (process, its address)."""
     pytest.importorskip("uvicorn", reason="the serve extra is not installed")
-    proc = subprocess.Popen([sys.executable, "-m", "moozi.cli", "serve", "zoo:tictactoe-v1", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "moozi.cli", "serve", *args, "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     line = proc.stdout.readline()
     if "open http://" not in line:
         proc.kill()
         pytest.fail(f"moozi serve did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    url = line.split("open ", 1)[1].split()[0]
-    yield url
+    return proc, line.split("open ", 1)[1].split()[0]
+
+
+def _stop(proc) -> None:
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """`moozi serve zoo:tictactoe-v1`: its address."""
+    proc, url = _start("zoo:tictactoe-v1")
+    yield url
+    _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """`moozi serve RUN` on a tiny CartPole run (a single-player game: the page watches it): its address."""
+    run = tmp_path_factory.mktemp("web") / "cartpole"
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(run), *TINY]) == 0
+    proc, url = _start(str(run))
+    yield url
+    _stop(proc)
 
 
 def _call(url: str, method: str, path: str, data=None) -> tuple[int, dict]:
@@ -64,11 +87,7 @@ def test_the_api_refuses_bad_input_with_one_line_and_goes_on(server):
 
 
 def test_a_whole_game_by_clicks_in_chromium_and_two_tabs_apart(server):
-    browser = _chromium()
-    if browser is None:
-        if os.geteuid() == 0 and shutil.which("apt-get"):  # where make installs it (CI): never skipped
-            pytest.fail("no chromium, though make installs Debian's package where it runs as root")
-        pytest.skip("no chromium: `make` installs Debian's package when run as root")
+    browser = _browser()
     from playwright.sync_api import sync_playwright
 
     errors: list[str] = []
@@ -100,5 +119,71 @@ def test_a_whole_game_by_clicks_in_chromium_and_two_tabs_apart(server):
     assert not errors, errors
     assert status in ("A draw.", "You lost.") and 3 <= clicks <= 5, (status, clicks)  # never a loss for the agent
     assert "The agent's search of its last move" in searched and "visits" in searched
+    assert "The line the model predicts" in searched
     assert sum(m != "" for m in marks) >= 5 and all(m == "" for m in other_marks)  # the tabs are apart
     assert later == marks  # playing in the second tab changed nothing in the first
+
+
+def test_a_single_player_agent_is_watched_move_by_move_with_its_search_and_curves(watched):
+    code, info = _call(watched, "GET", "api/info")
+    assert code == 200 and info["mode"] == "watch" and info["game"] == "gymnax:CartPole-v1"
+    code, about = _call(watched, "GET", "api/about")
+    assert code == 200 and about["kind"] == "run" and about["updates"] > 0
+    assert [c["title"] for c in about["curves"]][:1] == ["Test return"]
+    assert about["curves"][0]["uri"].startswith("data:image/png;base64,")
+    code, episode = _call(watched, "POST", "api/watch", {})
+    assert code == 200 and episode["steps"] == 0 and episode["frame"].startswith("data:image/png;base64,")
+    gid = episode["id"]
+    code, episode = _call(watched, "POST", f"api/watch/{gid}/step", {"steps": 1})
+    assert code == 200 and episode["steps"] == 1 and episode["last_action"] in (0, 1)
+    search = episode["search"]
+    assert search["simulations"] == 2 and {m["action"] for m in search["moves"]} == {0, 1}
+    assert search["path"] and search["path"][0]["action"] == search["moves"][0]["action"]  # its line starts with its move
+    code, quiet = _call(watched, "POST", f"api/watch/{gid}/step", {"steps": 2, "explain": False})
+    assert code == 200 and quiet["steps"] == 3 and quiet["search"] == search  # no new search asked for
+    for bad in ({"steps": 0}, {"steps": 65}, {"steps": "2"}, {"explain": "yes"}):
+        code, said = _call(watched, "POST", f"api/watch/{gid}/step", bad)
+        assert code == 400 and "is invalid: allowed" in said["error"], (bad, said)
+    assert _call(watched, "POST", "api/watch/nope/step", {"steps": 1})[0] == 404
+    code, said = _call(watched, "POST", "api/new", {"human_seat": 0})  # a board game's route
+    assert code == 404 and "single-player game" in said["error"]
+    while not episode["over"]:
+        code, episode = _call(watched, "POST", f"api/watch/{gid}/step", {"steps": 64})
+        assert code == 200
+    assert episode["steps"] <= 12 and episode["return"] == episode["steps"]  # CartPole pays 1 a move; TINY caps 12
+    assert _call(watched, "POST", f"api/watch/{gid}/step", {"steps": 1})[1]["steps"] == episode["steps"]
+
+
+def _browser():
+    browser = _chromium()
+    if browser is None:
+        if os.geteuid() == 0 and shutil.which("apt-get"):  # where make installs it (CI): never skipped
+            pytest.fail("no chromium, though make installs Debian's package where it runs as root")
+        pytest.skip("no chromium: `make` installs Debian's package when run as root")
+    return browser
+
+
+def test_the_page_draws_a_single_player_game_as_it_is_played(watched):
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=_browser(), args=["--no-sandbox"])
+        page = b.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(watched)
+        page.wait_for_selector("#frame:not([hidden])")
+        page.wait_for_function("Number(document.querySelector('#status').dataset.steps) >= 1")
+        frames = {page.get_attribute("#frame", "src")}
+        page.wait_for_selector("#search-path")  # the search of the move and the line the model predicts
+        page.wait_for_function("document.querySelector('#status').dataset.result", timeout=120_000)
+        frames.add(page.get_attribute("#frame", "src"))
+        status = page.inner_text("#status")
+        heading = page.inner_text("h1")
+        page.wait_for_selector("#about img")  # the run's curves
+        curves = page.eval_on_selector_all("#about img", "els => els.map(e => e.alt)")
+        b.close()
+    assert not errors, errors
+    assert heading == "moozi: watch gymnax:CartPole-v1"
+    assert status.startswith("Episode over after") and len(frames) == 2, (status, len(frames))  # drawn as it went
+    assert "Test return" in curves

@@ -67,6 +67,11 @@ class GameSession:
         """0 if the first mover is to move, else 1."""
         return 0 if int(self.ts.to_play[0]) == self.first_player else 1
 
+    @property
+    def twin_state(self):
+        """The game's OpenSpiel twin at this position (None where the game has no OpenSpiel form); read only."""
+        return self._twin_state
+
     def legal(self) -> list[int]:
         return [] if self.over else np.flatnonzero(np.asarray(self.ts.legal_actions[0])).tolist()
 

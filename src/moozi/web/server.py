@@ -1,12 +1,16 @@
-"""``moozi serve AGENT``: a page where a person plays a two-player board game against an agent by clicking.
+"""``moozi serve AGENT``: a local page where a person plays a board game against an agent by clicking, or watches
+it play a single-player game live.
 
-The server (Starlette on uvicorn; 127.0.0.1 unless ``--host`` says otherwise) holds one
-:class:`~moozi.eval.session.GameSession` over the agent's player and any number of games, one per browser tab.
-Each game is its moves from the start: a request replays them into the session when another game used it last
-(the session's own undo does the same), under one lock, so two tabs never see each other's position and the
-player is built (and compiled) once. What the page gets is plain JSON (:func:`game_state`): the board as text
-and, where the text is a grid, its cells; the legal moves by name; how clicking maps to moves; the agent's
-search of its last move (visit shares, prior, values) when the player can explain itself; the result.
+The server (Starlette on uvicorn; 127.0.0.1 unless ``--host`` says otherwise) serves one agent on one game.
+Two-player games: one :class:`~moozi.eval.session.GameSession` over the agent's player and any number of
+games, one per browser tab. Each game is its moves from the start: a request replays them into the session
+when another game used it last (the session's own undo does the same), under one lock, so two tabs never see
+each other's position and the player is built (and compiled) once. Single-player games: each tab's episode is
+its own game and player, stepped as the page asks (:mod:`moozi.web.watch`). What the page gets is plain JSON
+(:meth:`Games.state`, :meth:`~moozi.web.watch.Episode.view`): the board as text and, where the text is a grid,
+its cells, or the frame as a PNG; the legal moves by name; how clicking maps to moves; the agent's search of
+its move (visit shares, prior, values, and the line the model predicts) when the player can explain itself;
+the result; and, once, what is known of the agent (:func:`about`: an agent file's card, a run's curves).
 
 Bad input never stops the server: an unknown game, an illegal move, a move after the end or out of turn gets
 a 4xx reply with one line saying why; a closed tab's game is simply never asked for again (the oldest games
@@ -19,6 +23,8 @@ import secrets
 import threading
 from collections import OrderedDict
 from pathlib import Path
+
+from moozi.web.views import line_namer, search_view
 
 MAX_GAMES = 256  # games kept (one per tab); the oldest is forgotten past this
 
@@ -40,8 +46,8 @@ def grid_of(board: str, num_actions: int) -> dict | None:
 class Games:
     """Games by id over one session (see the module doc). ``session``: a two-player GameSession."""
 
-    def __init__(self, session, agent_id: str, card: dict | None = None):
-        self.session, self.agent_id, self.card = session, agent_id, card or {}
+    def __init__(self, session, agent_id: str):
+        self.session, self.agent_id = session, agent_id
         self.lock = threading.Lock()
         self.games: OrderedDict[str, dict] = OrderedDict()  # id -> {"moves", "human_seat", "search", "forfeit"}
         self.current: str | None = None  # the game whose moves the session holds
@@ -63,7 +69,8 @@ class Games:
         s = self.session
         while not s.over and s.seat_to_move != game["human_seat"]:
             found = s.analyze()  # named in this position, before the move
-            game["search"] = None if found is None else _search_view(found, s)
+            game["search"] = None if found is None else search_view(found, line_namer(s.twin_state,
+                                                                                       found.get("path", [])))
             action = s.genmove()
             if action is None:  # the player forfeited (an external engine that failed)
                 game["forfeit"] = s.forfeit[1]
@@ -135,17 +142,82 @@ def _names(session, moves: list[int]) -> list[str]:
     return out
 
 
-def _search_view(search: dict, session) -> dict:
-    """The agent's search, JSON-ready: its value for itself, simulations, per move visit share and prior."""
-    return {"value": float(search["value"]), "network_value": float(search["network_value"]),
-            "simulations": int(search["simulations"]),
-            "moves": [{"action": int(m["action"]), "name": session.move_name(int(m["action"])),
-                       "policy": float(m["policy"]), "prior": float(m["prior"])} for m in search["moves"][:12]]}
+def about(agent: str) -> dict:
+    """What the page shows of where the agent comes from: ``kind`` (player, run, agent), for an agent file (or
+    ``zoo:NAME``) its card and the zoo's measured strength, for a run its counters and its curves against env
+    steps (``curves``: ``[{"title", "uri"}]``, PNG data URIs; none without matplotlib, the viz extra)."""
+    from moozi.agent_file import is_agent_file, read_agent
+    from moozi.eval.players import parse_player
+    from moozi.eval.players.registry import is_builtin, run_of
+    from moozi.zoo import PREFIX, index, resolve
+
+    head = parse_player(agent)[0]
+    if is_builtin(head):
+        return {"kind": "player", "name": head}
+    run = run_of(head)[1].partition("@")[0]
+    path = resolve(run)
+    if is_agent_file(path):
+        card = read_agent(path)[0].get("card") or {}
+        out = {"kind": "agent", "name": run, "card": card}
+        if run.startswith(PREFIX):
+            entry = index().get(run[len(PREFIX):], {})
+            out["strength"], out["card_doc"] = entry.get("strength"), entry.get("card")
+        return out
+    from moozi.observe.metrics import read_metrics, training_rows
+
+    rows = read_metrics(path)
+    last = (training_rows(rows) or [{}])[-1]
+    out = {"kind": "run", "name": run, "updates": last.get("updates"), "env_steps": last.get("env_steps"),
+           "curves": []}
+    tests = [r["test/return_mean"] for r in rows if isinstance(r.get("test/return_mean"), (int, float))]
+    if tests:
+        out["last_test"] = tests[-1]
+    try:
+        from moozi.observe.report import PANELS, chart
+    except ImportError:  # no matplotlib: the page says so
+        return out
+    wanted = {"Test return", "Training episode return", "Mistakes against perfect play (grade)",
+              "Score against the anchors (tournament)"}
+    for title, keys in PANELS:
+        if title in wanted:
+            uri = chart({run: rows}, title, keys, "env_steps")
+            if uri:
+                out["curves"].append({"title": title, "uri": uri})
+    return out
 
 
-def make_app(games: Games):
-    """The Starlette app: ``/`` the page, ``/api/info``, ``POST /api/new``, ``GET /api/game/ID``,
-    ``POST /api/game/ID/move``; 4xx replies carry ``{"error": "one line"}``."""
+class Served:
+    """One agent on one game: :class:`Games` (two-player) or :class:`~moozi.web.watch.Watches` (single-player)."""
+
+    def __init__(self, agent: str, game: str, agent_id: str, games: Games | None = None, watches=None):
+        self.agent, self.game, self.agent_id, self.games, self.watches = agent, game, agent_id, games, watches
+        self._about: dict | None = None
+        self._about_lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        return "play" if self.games is not None else "watch"
+
+    def about(self) -> dict:
+        with self._about_lock:  # drawn once, on the first ask
+            if self._about is None:
+                self._about = about(self.agent)
+            return self._about
+
+    def close(self) -> None:
+        if self.games is not None:
+            try:
+                self.games.session.player.close()
+            finally:
+                self.games.session.close()
+        if self.watches is not None:
+            self.watches.close()
+
+
+def make_app(served: Served):
+    """The Starlette app: ``/`` the page, ``GET /api/info``, ``GET /api/about``; two-player games ``POST /api/new``,
+    ``GET /api/game/ID``, ``POST /api/game/ID/move``; single-player games ``POST /api/watch``,
+    ``GET /api/watch/ID``, ``POST /api/watch/ID/step``. 4xx replies carry ``{"error": "one line"}``."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -155,6 +227,7 @@ def make_app(games: Games):
     from moozi.eval.session import IllegalMove
 
     page = (Path(__file__).parent / "page.html").read_text()
+    games, watches = served.games, served.watches
 
     def error(status: int, text: str) -> JSONResponse:
         return JSONResponse({"error": text}, status_code=status)
@@ -168,8 +241,17 @@ def make_app(games: Games):
             raise ValueError("the request body must be a JSON object")
         return data
 
-    def guarded(handler):
+    def integer(data: dict, key: str, default, allowed: str) -> int:
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{key} = {value!r} is invalid: allowed {allowed}")
+        return value
+
+    def guarded(handler, needs=None):
         async def wrapped(request: Request):
+            if needs is not None and served.mode != needs:
+                return error(404, f"{served.game} is a {'two' if served.mode == 'play' else 'single'}-player game: "
+                                  f"this page {'plays' if served.mode == 'play' else 'watches'} it (see /api/info)")
             try:
                 return JSONResponse(await handler(request))
             except KeyError as e:
@@ -181,76 +263,102 @@ def make_app(games: Games):
         return wrapped
 
     async def info(request: Request):
-        s = games.session
-        return {"game": s.game, "agent": games.agent_id, "card": games.card, "num_actions": s.spec.num_actions}
+        out = {"game": served.game, "agent": served.agent_id, "source": served.agent, "mode": served.mode}
+        if games is not None:
+            out["num_actions"] = games.session.spec.num_actions
+        return out
+
+    async def about_agent(request: Request):
+        return await run_in_threadpool(served.about)
 
     async def new(request: Request):
-        data = await body(request)
-        seat = data.get("human_seat", 0)
-        if not isinstance(seat, int) or isinstance(seat, bool):
-            raise ValueError(f"human_seat = {seat!r} is invalid: allowed 0 (move first) or 1 (second)")
+        seat = integer(await body(request), "human_seat", 0, "0 (move first) or 1 (second)")
         return await run_in_threadpool(games.new, seat)  # the agent thinks off the event loop
 
     async def get(request: Request):
         return await run_in_threadpool(games.state, request.path_params["gid"])
 
     async def move(request: Request):
-        data = await body(request)
-        action = data.get("action")
-        if not isinstance(action, int) or isinstance(action, bool):
-            raise ValueError(f"action = {action!r} is invalid: allowed a move's action index (see legal)")
+        action = integer(await body(request), "action", None, "a move's action index (see legal)")
         return await run_in_threadpool(games.move, request.path_params["gid"], action)
+
+    async def watch_new(request: Request):
+        return await run_in_threadpool(watches.new)
+
+    async def watch_get(request: Request):
+        return await run_in_threadpool(watches.state, request.path_params["gid"])
+
+    async def watch_step(request: Request):
+        data = await body(request)
+        steps = integer(data, "steps", 1, "an integer from 1 to 64")
+        explain = data.get("explain", True)
+        if not isinstance(explain, bool):
+            raise ValueError(f"explain = {explain!r} is invalid: allowed true or false")
+        return await run_in_threadpool(watches.step, request.path_params["gid"], steps, explain)
 
     async def index(request: Request):
         return HTMLResponse(page)
 
-    return Starlette(routes=[Route("/", index), Route("/api/info", guarded(info)),
-                             Route("/api/new", guarded(new), methods=["POST"]),
-                             Route("/api/game/{gid}", guarded(get)),
-                             Route("/api/game/{gid}/move", guarded(move), methods=["POST"])])
+    return Starlette(routes=[
+        Route("/", index), Route("/api/info", guarded(info)), Route("/api/about", guarded(about_agent)),
+        Route("/api/new", guarded(new, "play"), methods=["POST"]),
+        Route("/api/game/{gid}", guarded(get, "play")),
+        Route("/api/game/{gid}/move", guarded(move, "play"), methods=["POST"]),
+        Route("/api/watch", guarded(watch_new, "watch"), methods=["POST"]),
+        Route("/api/watch/{gid}", guarded(watch_get, "watch")),
+        Route("/api/watch/{gid}/step", guarded(watch_step, "watch"), methods=["POST"]),
+    ])
 
 
-def build(agent: str, game: str | None = None, seed: int = 0, modules=()) -> Games:
-    """The games over ``agent`` (a run, an agent file, ``zoo:NAME`` or any player string) on its game."""
-    from moozi.config import ConfigError
+def build(agent: str, game: str | None = None, seed: int = 0, modules=()) -> Served:
+    """``agent`` (a run, an agent file, ``zoo:NAME`` or any player string) served on its game."""
+    from moozi.envs.pool import make_pool
     from moozi.eval.arena import game_of
     from moozi.eval.players import make_player
     from moozi.eval.session import GameSession
+    from moozi.web.watch import Watches
 
     name, kwargs, modules = game_of([agent], game, modules)
     player = make_player(agent, name, seed=seed, game_kwargs=kwargs)
+    agent_id = player.spec.id
     try:
-        session = GameSession(name, player, seed, kwargs, modules)
-    except ConfigError:
+        probe = make_pool(name, 1, seed=seed, modules=modules, **kwargs)
+        two_player = probe.spec.two_player
+        probe.close()
+        if two_player:
+            return Served(agent, name, agent_id, games=Games(GameSession(name, player, seed, kwargs, modules),
+                                                               agent_id))
+    except BaseException:
         player.close()
         raise
-    return Games(session, player.spec.id, {"agent": agent, "game": name})
+    player.close()  # each watched episode builds its own
+    return Served(agent, name, agent_id, watches=Watches(
+        name, lambda: make_player(agent, name, seed=seed, game_kwargs=kwargs), seed, kwargs, modules))
 
 
 def serve(agent: str, game: str | None = None, host: str = "127.0.0.1", port: int = 8000, seed: int = 0,
           modules=(), ready=None) -> None:
-    """Build the games and serve them until Ctrl-C; ``ready(url)`` is called once the server listens."""
+    """Build the agent's games and serve them until Ctrl-C; ``ready(url)`` is called once the server listens."""
     import socket
 
     import uvicorn
 
-    games = build(agent, game, seed, modules)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}/"
-    config = uvicorn.Config(make_app(games), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    if ready is not None:
-        original = server.startup
-
-        async def startup(sockets=None):
-            await original(sockets=sockets)
-            ready(url)
-
-        server.startup = startup
+    served = build(agent, game, seed, modules)
     try:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}/"
+        config = uvicorn.Config(make_app(served), log_level="warning", lifespan="off")
+        server = uvicorn.Server(config)
+        if ready is not None:
+            original = server.startup
+
+            async def startup(sockets=None):
+                await original(sockets=sockets)
+                ready(url)
+
+            server.startup = startup
         server.run(sockets=[sock])
     finally:
-        games.session.player.close()
-        games.session.close()
+        served.close()

@@ -163,23 +163,25 @@ class RunPlayer:
         if not hasattr(self, "_analysis"):
             model, config, planner = self.model, self.config, self.planner
 
+            two_player = self.env_spec.two_player
+
             def analysis(params, key, history, legal):
                 obs = history_observation(history, model.num_actions)
                 root = model.initial_inference(params, obs)
-                out = plan(model, params, key, obs, legal, planner, discount=config.targets.discount,
-                           two_player=True, temperature=0.0)
+                out, tree = plan(model, params, key, obs, legal, planner, discount=config.targets.discount,
+                                 two_player=two_player, temperature=0.0, return_tree=True)
                 prior = jax.nn.softmax(jnp.where(legal, root.policy_logits[:, 1:], -jnp.inf), axis=-1)
-                return out.root_policy[:, 1:], out.root_value, prior, root.value
+                return out.root_policy[:, 1:], out.root_value, prior, root.value, tree
 
             self._analysis = jax.jit(analysis)
         legal = np.asarray(ts.legal_actions, bool)
         self.key, sub = jax.random.split(self.key)
-        policy, value, prior, net_value = (np.asarray(x) for x in self._analysis(self.params, sub, self.history,
-                                                                                  legal))
+        *found, tree = jax.device_get(self._analysis(self.params, sub, self.history, legal))
+        policy, value, prior, net_value = (np.asarray(x) for x in found)
         if self.mode == "prior":
-            policy = prior
-        return _analysis(policy, value if self.mode == "search" else net_value, prior, net_value, legal, row,
-                         self.planner.num_simulations)
+            return _analysis(prior, net_value, prior, net_value, legal, row, self.planner.num_simulations)
+        return _analysis(policy, value, prior, net_value, legal, row, self.planner.num_simulations, tree,
+                         self.env_spec.two_player)
 
     def close(self) -> None:
         pass
@@ -297,7 +299,7 @@ class TrueModelPlayer:
             sub_history = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), history)
             root = true_root(evaluate, params, sub_states, sub_history, seeds)
             out = search(params, key, root, true_step(env, evaluate), sub_states.legal_actions, planner,
-                         discount=discount, two_player=True, temperature=0.0,
+                         discount=discount, two_player=env.spec.two_player, temperature=0.0,
                          gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None)
             return out.action - 1
 
@@ -359,18 +361,22 @@ class TrueModelPlayer:
         if not hasattr(self, "_analysis"):
             evaluate, env, planner, discount = network_evaluator(self.model), self.env, self.planner, self.discount
 
+            two_player = self.env.spec.two_player
+
             def analysis(params, key, states, history):
                 root = true_root(evaluate, params, states, history, jnp.zeros(states.is_last.shape, jnp.uint32))
-                out = search(params, key, root, true_step(env, evaluate), states.legal_actions, planner,
-                             discount=discount, two_player=True, temperature=0.0)
-                return out.root_policy[:, 1:], out.root_value, jax.nn.softmax(root.prior_logits[:, 1:]), root.value
+                out, tree = search(params, key, root, true_step(env, evaluate), states.legal_actions, planner,
+                                   discount=discount, two_player=two_player, temperature=0.0, return_tree=True)
+                return (out.root_policy[:, 1:], out.root_value, jax.nn.softmax(root.prior_logits[:, 1:]), root.value,
+                        tree)
 
             self._analysis = jax.jit(analysis)
         key = jax.random.key(int(self.rng.integers(2**31)))
-        policy, value, prior, net_value = (np.asarray(x) for x in self._analysis(self.params, key, self.states,
-                                                                                  self.history))
+        *found, tree = jax.device_get(self._analysis(self.params, key, self.states, self.history))
+        policy, value, prior, net_value = (np.asarray(x) for x in found)
         legal = np.asarray(ts.legal_actions, bool)
-        return _analysis(policy, value, prior, net_value, legal, row, self.planner.num_simulations)
+        return _analysis(policy, value, prior, net_value, legal, row, self.planner.num_simulations, tree,
+                         self.env.spec.two_player)
 
     def close(self) -> None:
         self.env.close()
