@@ -187,3 +187,23 @@ def test_the_page_draws_a_single_player_game_as_it_is_played(watched):
     assert heading == "moozi: watch gymnax:CartPole-v1"
     assert status.startswith("Episode over after") and len(frames) == 2, (status, len(frames))  # drawn as it went
     assert "Test return" in curves
+
+
+def test_serve_refuses_a_taken_port_a_bad_port_and_a_bad_agent_in_one_line(tmp_path, capsys):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = str(taken.getsockname()[1])
+        assert main(["serve", "random", "--game", "pgx:tic_tac_toe", "--port", port]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"cannot listen on 127.0.0.1:{port}" in err[0], err
+    finally:
+        taken.close()
+    assert main(["serve", "random", "--game", "pgx:tic_tac_toe", "--port", "70000"]) == 2
+    assert "--port 70000 is invalid: allowed 0" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a run directory" in err[0], err

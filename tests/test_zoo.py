@@ -58,3 +58,32 @@ def test_a_missing_or_altered_zoo_agent_is_one_line(name, words, tmp_path, monke
     assert main(["eval", f"zoo:{name}", "--games", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0], err
+
+
+@pytest.mark.parametrize("opponent", ["ab", "gtp"])
+def test_watch_takes_any_player_as_the_opponent(opponent, tmp_path, capsys):
+    """`moozi watch --opponent` takes every player kind (issue 91, item 6): alpha-beta and a GTP engine written
+    apart from moozi (tests/data/ttt_gtp_engine.py), the agent in each seat in turn; every move is drawn."""
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    if opponent == "gtp":
+        opponent = f"gtp:{sys.executable} {Path(__file__).parent / 'data' / 'ttt_gtp_engine.py'} good"
+    gif = tmp_path / "watch.gif"
+    assert main(["watch", "zoo:tictactoe-v1", "--opponent", opponent, "--episodes", "2", "--out", str(gif)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["episodes"] == 2 and out["opponent"] == opponent
+    if opponent == "ab":
+        assert out["returns"] == [0.0, 0.0]  # perfect against perfect: two draws
+    else:  # the engine plays the first free cell: the perfect agent never loses to it
+        assert all(r >= 0 for r in out["returns"]), out["returns"]
+    with Image.open(gif) as im:
+        assert im.n_frames == out["frames"] >= 2 * 6  # every position of both games (at least 5 moves each)
+
+
+def test_watch_refuses_a_player_of_another_game_in_one_line(capsys):
+    assert main(["watch", "zoo:tictactoe-v1", "--opponent", "nosuchplayer", "--out", "/dev/null"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nosuchplayer" in err[0], err

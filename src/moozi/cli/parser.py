@@ -266,8 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
     watch.add_argument("--out", metavar="FILE.gif", help="where to write (default DIR/gifs/watch-UPDATES.gif)")
     watch.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
-    watch.add_argument("--opponent", choices=["random", "perfect"], default="random",
-                       help="two-player games: the other seat (default random)")
+    watch.add_argument("--opponent", default="random",
+                       help="two-player games: the other seat: random (default), perfect (tic-tac-toe) or any "
+                            "`moozi match` player (os-mcts-100, another RUN[@CKPT], zoo:NAME, gtp:COMMAND, ...; "
+                            "the agent takes each seat in turn)")
     watch.add_argument("--seed", type=int, default=0, help="random seed of the games (default 0)")
     watch.add_argument("--fps", type=float, default=4.0, help="frames per second of the GIF (default 4)")
     watch.add_argument("--max-frames", type=int, default=0, metavar="N",

@@ -168,6 +168,58 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
     return (config, two_player, results, meta, env.spec) if with_spec else (config, two_player, results, meta)
 
 
+def play_in_arena(run_dir: Path | str, opponent: str, games: int, seed: int = 0, checkpoint: str = "latest"):
+    """``games`` games of a run's checkpoint against any arena player (``moozi.eval.players``: os-mcts-100,
+    another RUN, gtp:COMMAND, ...), the agent taking each seat in turn from the initial position, each game
+    replayed on the game to record its frames (to draw them).
+
+    Returns ``(config, two_player, episodes, checkpoint metadata, spec, scores)`` like :func:`play` with
+    ``with_spec`` (the trajectories carry no search value: ``root_values`` are NaN, the arena keeps none) and
+    each game's score for the agent (1, 0.5, 0; a forfeit counts, though its trajectory stops at the
+    forfeited move).
+    """
+    import json
+    import tempfile
+
+    from moozi.envs.pool import make_pool
+    from moozi.eval.arena import run_match
+    from moozi.types import Trajectory
+    from moozi.workers import Episode
+
+    run = open_run(run_dir, checkpoint)
+    config = run.config
+    if not run.spec.two_player:
+        raise ConfigError(f"{config.env.name} is a single-player game: it has no opponent")
+    with tempfile.TemporaryDirectory(prefix="moozi-watch-") as folder:
+        records = Path(folder) / "games.jsonl"
+        run_match(f"{run_dir}@{checkpoint}", opponent, pairs=(games + 1) // 2, opening_plies=0, seed=seed,
+                  records=str(records))
+        played = [r for r in map(json.loads, records.read_text().splitlines()) if "moves" in r][:games]  # no header
+    pool = make_pool(config.env.name, 1, seed=seed, modules=config.env.modules, **config.env.kwargs)
+    episodes, scores = [], []
+    try:
+        for g in played:
+            ts = pool.reset(seed)
+            steps = [ts]
+            for move in g["moves"]:
+                ts = pool.step(np.asarray([move], np.int32))
+                steps.append(ts)
+            n = len(steps)
+            traj = Trajectory(
+                frames=np.stack([np.asarray(t.observation)[0] for t in steps]),
+                actions=np.asarray([m + 1 for m in g["moves"]] + [0], np.int32),
+                rewards=np.asarray([float(np.asarray(t.reward)[0]) for t in steps], np.float32),
+                root_values=np.full(n, np.nan, np.float32),
+                root_policies=np.zeros((n, run.spec.num_actions + 1), np.float32),
+                to_play=np.asarray([int(np.asarray(t.to_play)[0]) for t in steps], np.int32),
+                first=np.int32(0), last=np.int32(n - 1), is_terminal=np.bool_(bool(np.asarray(ts.is_terminal)[0])))
+            episodes.append(Episode(traj, version=0, env_index=0, agent_seat=int(g["a_seat"])))
+            scores.append(float(g["score_a"]))
+    finally:
+        pool.close()
+    return config, True, episodes, run.meta, run.spec, scores
+
+
 def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
              checkpoint: str = "latest", settings: TestSettings | None = None) -> dict:
     """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.

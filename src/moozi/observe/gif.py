@@ -29,7 +29,7 @@ def caption(spec: EnvSpec, traj: Trajectory, t: int, agent_seat: int | None = No
     reward = float(np.asarray(traj.rewards)[t])
     value = float(np.asarray(traj.root_values)[t])
     action = int(np.asarray(traj.actions)[t]) - 1  # stored actions are augmented: 0 is the dummy
-    searched = f"v* {value:+.3f}  action {action}"
+    searched = f"v* {value:+.3f}  action {action}" if np.isfinite(value) else f"action {action}"  # NaN: not kept
     if not spec.two_player:
         return [f"step {t}/{last}  r {reward:+.3g}", "end of episode" if t == last else searched]
     seat = seats(traj)
@@ -108,13 +108,24 @@ def watch_run(run_dir, episodes: int = 1, opponent: str = "random", seed: int = 
               out=None, fps: float = 4.0, max_frames: int = 0) -> dict:
     """``moozi watch``: play ``episodes`` greedy games of a run's checkpoint and write them as one GIF.
 
-    Returns the GIF's path, the checkpoint, the frame count and each game's return.
+    ``opponent`` (two-player games): ``random`` and ``perfect`` play inside the test actor; any other player
+    string (``os-mcts-100``, another ``RUN``, ``gtp:COMMAND``, ...) plays through the arena
+    (:func:`moozi.eval.evaluate.play_in_arena`: the agent in each seat in turn, no search value in the
+    caption). Returns the GIF's path, the checkpoint, the frame count and each game's return.
     """
-    from moozi.eval.evaluate import play
+    from moozi.eval.evaluate import play, play_in_arena
+    from moozi.eval.perfect import OPPONENTS
+    from moozi.run_dir import load_run_config
     from moozi.workers import agent_return
 
-    config, two_player, games, meta, spec = play(run_dir, opponent, episodes, seed, checkpoint, record_frames=True,
-                                                 with_spec=True)
+    arena = opponent not in OPPONENTS and _two_player(load_run_config(run_dir))
+    if arena:
+        config, two_player, games, meta, spec, scores = play_in_arena(run_dir, opponent, episodes, seed, checkpoint)
+        returns = [2.0 * s - 1.0 for s in scores]  # win 1, draw 0, loss -1 (a forfeit counts)
+    else:
+        config, two_player, games, meta, spec = play(run_dir, opponent, episodes, seed, checkpoint,
+                                                     record_frames=True, with_spec=True)
+        returns = [float(agent_return(g.trajectory, g.agent_seat, two_player)) for g in games]
     frames = []
     for g in games:
         frames += episode_frames(spec, g.trajectory, g.agent_seat if two_player else None)
@@ -122,6 +133,15 @@ def watch_run(run_dir, episodes: int = 1, opponent: str = "random", seed: int = 
         frames = frames[:max_frames]
     out = Path(out) if out else Path(run_dir) / "gifs" / f"watch-{meta['counters']['updates']:09d}.gif"
     write_gif(out, frames, fps=fps)
-    returns = [float(agent_return(g.trajectory, g.agent_seat, two_player)) for g in games]
     return {"gif": str(out), "checkpoint": meta["path"], "episodes": len(games), "frames": len(frames),
-            "returns": returns, "return_mean": float(np.mean(returns))}
+            "opponent": opponent if two_player else None, "returns": returns, "return_mean": float(np.mean(returns))}
+
+
+def _two_player(config) -> bool:
+    from moozi.parts import build_parts
+
+    env, _ = build_parts(config)
+    try:
+        return bool(env.spec.two_player)
+    finally:
+        env.close()
