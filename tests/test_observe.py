@@ -216,7 +216,22 @@ def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
     projector = Path(line["projector"])
     assert (projector / "projector_config.pbtxt").exists() and line["positions"] >= 4
     tensors = list(projector.rglob("tensors.tsv"))
-    assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"]
+    assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"] == line["mapped"]
+    # a map of some of the positions; the projector still holds them all
+    assert main(["embed", str(cartpole_run), "--episodes", "2", "--max-points", "5", "--out-dir",
+                 str(tmp_path / "f")]) == 0
+    few = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert few["mapped"] == 5 < few["positions"] == line["positions"]
+    assert main(["embed", str(cartpole_run), "--max-points", "3"]) == 2
+    assert "--max-points 3: allowed 0" in capsys.readouterr().err
+
+
+def test_embed_spreads_the_mapped_positions_evenly():
+    from moozi.observe.embed import spread
+
+    assert spread(10, 4).tolist() == [0, 3, 6, 9]  # round(0, 3, 6, 9): linspace(0, 9, 4)
+    assert spread(10, 0).tolist() == list(range(10)) == spread(10, 10).tolist() == spread(10, 50).tolist()
+    assert spread(7, 3).tolist() == [0, 3, 6]
 
 
 # Breakout in the extended tier: tic-tac-toe shares most of its compiled programs with the other tiny tic-tac-toe runs.

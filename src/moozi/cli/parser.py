@@ -307,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--checkpoint", default="latest", metavar="WHICH", help="latest (default), best or an update count")
     embed.add_argument("--seed", type=int, default=0, help="seed of the games and the projection (default 0)")
     embed.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/embed)")
+    embed.add_argument("--max-points", type=int, default=2000, metavar="N",
+                       help="map at most N positions, spread evenly over the games (default 2000; 0: all; the "
+                            "projector file keeps every position)")
     embed.set_defaults(func=_embed)
 
     report = sub.add_parser("report", help="write one static HTML page with a run's curves, pictures and config",
