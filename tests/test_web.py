@@ -207,3 +207,25 @@ def test_serve_refuses_a_taken_port_a_bad_port_and_a_bad_agent_in_one_line(tmp_p
     assert main(["serve", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a run directory" in err[0], err
+
+
+def test_an_engine_that_fails_forfeits_and_the_person_wins():
+    """A GTP engine as the agent (tests/data/ttt_gtp_engine.py, crashing at its second genmove): the game ends as
+    the person's win with the reason, a move after it is refused, and the server goes on to a new game."""
+    from pathlib import Path
+
+    engine = f"gtp:{sys.executable} {Path(__file__).parent / 'data' / 'ttt_gtp_engine.py'} crash,timeout=5"
+    proc, url = _start(engine, "--game", "pgx:tic_tac_toe")
+    try:
+        code, game = _call(url, "POST", "api/new", {"human_seat": 1})  # the engine's first genmove: answered
+        assert code == 200 and len(game["moves"]) == 1
+        code, game = _call(url, "POST", f"api/game/{game['id']}/move", {"action": game["legal"][0]["action"]})
+        assert code == 200 and game["over"] and game["result"] == 1.0 and game["legal"] == [], game
+        assert "the engine ended after 'genmove" in game["forfeit"]
+        assert _call(url, "GET", f"api/game/{game['id']}")[1]["over"]  # still over when asked again
+        code, said = _call(url, "POST", f"api/game/{game['id']}/move", {"action": 0})
+        assert code == 409 and "the game is over" in said["error"]
+        code, again = _call(url, "POST", "api/new", {"human_seat": 0})
+        assert code == 200 and not again["over"]
+    finally:
+        _stop(proc)

@@ -96,7 +96,7 @@ class Games:
         with self.lock:
             game = self._load(gid)
             s = self.session
-            if s.over:
+            if s.over or game["forfeit"] is not None:  # a forfeit is not replayed into the session: kept here
                 raise IllegalMove("the game is over: start a new one")
             if s.seat_to_move != game["human_seat"]:
                 raise IllegalMove("it is the agent's turn")
@@ -115,14 +115,17 @@ class Games:
         s = self.session
         board = s.board()
         result = s.result()
+        if game["forfeit"] is not None:  # the agent's player failed (an external engine): the person wins
+            result = 1.0 if game["human_seat"] == 0 else 0.0
+        over = s.over or game["forfeit"] is not None
         mine = None if result is None else (result if game["human_seat"] == 0 else 1.0 - result)
         return {
             "id": gid, "game": s.game, "agent": self.agent_id, "human_seat": game["human_seat"],
             "board": board, "grid": grid_of(board, s.spec.num_actions),
-            "legal": [{"action": a, "name": s.move_name(a)} for a in s.legal()],
+            "legal": [] if over else [{"action": a, "name": s.move_name(a)} for a in s.legal()],
             "moves": _names(s, game["moves"]),
-            "to_move": "you" if not s.over and s.seat_to_move == game["human_seat"] else None if s.over else "agent",
-            "over": s.over, "result": mine, "forfeit": game["forfeit"],
+            "to_move": None if over else "you" if s.seat_to_move == game["human_seat"] else "agent",
+            "over": over, "result": mine, "forfeit": game["forfeit"],
             "last_agent_move": game.get("last_agent_move"),
             "search": game["search"],
         }
