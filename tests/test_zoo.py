@@ -95,3 +95,15 @@ def test_watch_refuses_a_player_of_another_game_in_one_line(capsys):
     assert main(["watch", "zoo:tictactoe-v1", "--opponent", "nosuchplayer", "--out", "/dev/null"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nosuchplayer" in err[0], err
+
+
+def test_views_of_an_agent_file_go_beside_it_in_the_working_directory(tmp_path, monkeypatch, capsys):
+    """An agent file is a file, not a folder to write into: watch and tree write NAME-gifs/ and NAME-trees/ in the
+    working directory (before: NotADirectoryError for a file, a folder named 'zoo:NAME' for a zoo agent)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["watch", str(HERE / "cartpole-v1.moozi"), "--max-frames", "3"]) == 0
+    gif = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["gif"]
+    assert gif.startswith("cartpole-v1-gifs/") and (tmp_path / gif).is_file()
+    assert main(["tree", "zoo:tictactoe-v1", "--position", "4"]) == 0
+    svg = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["svg"]
+    assert svg.startswith("tictactoe-v1-trees/") and (tmp_path / svg).is_file()

@@ -106,6 +106,19 @@ def run_identity(run_dir: Path | str) -> str:
         return "run-" + hashlib.sha256((run_dir / "config.yaml").read_bytes()).hexdigest()[:8]
 
 
+def views_dir(source: Path | str, kind: str) -> Path:
+    """Where a view (``gifs``, ``trees``, ``embed``, ``sweeps``) of ``source`` goes by default: inside a run
+    directory, ``RUN/KIND``; for an agent file or ``zoo:NAME`` (a file, not a folder to write into),
+    ``NAME-KIND`` in the working directory."""
+    if is_run_dir(source):
+        return Path(source) / kind
+    from moozi.zoo import PREFIX
+
+    text = str(source)
+    name = text[len(PREFIX):] if text.startswith(PREFIX) else Path(text).stem
+    return Path(f"{name}-{kind}")
+
+
 def is_run_dir(path: Path | str) -> bool:
     return (Path(path) / "config.yaml").is_file()
 

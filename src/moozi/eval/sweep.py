@@ -121,12 +121,12 @@ def run_sweep(run_dir, simulations: list[int], episodes: int = 30, seed: int = 0
               checkpoints: list[int] | None = None, opponent: str = "random", out_dir=None, settings=None) -> dict:
     """``moozi sweep``: the rows, written as ``sweep-STAMP.jsonl`` / ``.md`` / ``.png`` in ``out_dir``
     (default ``RUN/sweeps``); returns the paths and the rows."""
-    from moozi.run_dir import load_run_config
+    from moozi.run_dir import load_run_config, views_dir
 
     config = load_run_config(run_dir)
     t = time.perf_counter()
     rows = sweep(run_dir, simulations, episodes, seed, checkpoints, opponent, settings)
-    out_dir = Path(out_dir) if out_dir else Path(run_dir) / "sweeps"
+    out_dir = Path(out_dir) if out_dir else views_dir(run_dir, "sweeps")
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"sweep-{datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%d-%H%M%S')}"
     with open(stem.with_suffix(".jsonl"), "w") as f:

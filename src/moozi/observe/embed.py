@@ -109,7 +109,7 @@ def embed_run(run_dir, episodes: int = 8, colour_by: str = "value", checkpoint: 
     import jax
 
     from moozi.eval.evaluate import play
-    from moozi.run_dir import open_run
+    from moozi.run_dir import open_run, views_dir
 
     if colour_by not in ("value", "step"):
         raise ValueError(f"--colour {colour_by!r}: allowed value or step")
@@ -126,7 +126,7 @@ def embed_run(run_dir, episodes: int = 8, colour_by: str = "value", checkpoint: 
     mapped = spread(hidden.shape[0], max_points)
     points = project_2d(hidden[mapped], seed)
     updates = int(meta["counters"]["updates"])
-    out_dir = Path(out_dir) if out_dir else Path(run_dir) / "embed"
+    out_dir = Path(out_dir) if out_dir else views_dir(run_dir, "embed")
     colour = (values if colour_by == "value" else steps)[mapped]
     of = f"{mapped.size} of {hidden.shape[0]}" if mapped.size < hidden.shape[0] else f"{hidden.shape[0]}"
     png = plot_map(points, colour, "search value v*" if colour_by == "value" else "step",

@@ -115,7 +115,7 @@ def watch_run(run_dir, episodes: int = 1, opponent: str = "random", seed: int = 
     """
     from moozi.eval.evaluate import play, play_in_arena
     from moozi.eval.perfect import OPPONENTS
-    from moozi.run_dir import load_run_config
+    from moozi.run_dir import load_run_config, views_dir
     from moozi.workers import agent_return
 
     arena = opponent not in OPPONENTS and _two_player(load_run_config(run_dir))
@@ -131,7 +131,7 @@ def watch_run(run_dir, episodes: int = 1, opponent: str = "random", seed: int = 
         frames += episode_frames(spec, g.trajectory, g.agent_seat if two_player else None)
     if max_frames:
         frames = frames[:max_frames]
-    out = Path(out) if out else Path(run_dir) / "gifs" / f"watch-{meta['counters']['updates']:09d}.gif"
+    out = Path(out) if out else views_dir(run_dir, "gifs") / f"watch-{meta['counters']['updates']:09d}.gif"
     write_gif(out, frames, fps=fps)
     return {"gif": str(out), "checkpoint": meta["path"], "episodes": len(games), "frames": len(frames),
             "opponent": opponent if two_player else None, "returns": returns, "return_mean": float(np.mean(returns))}

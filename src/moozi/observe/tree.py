@@ -294,7 +294,7 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
 
     from moozi.model.history import history_init, history_observation, history_push
     from moozi.planner import plan
-    from moozi.run_dir import load_run_config, open_run
+    from moozi.run_dir import load_run_config, open_run, views_dir
 
     config = load_run_config(run_dir)
     if config.model.dynamics == "simulator":
@@ -367,7 +367,7 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     title = (f"{config.env.name}, update {updates:,}, after [{' '.join(played)}]: "
              f"{config.test_planner.kind} {config.test_planner.num_simulations} simulations, "
              f"chose {root_name(int(out.env_action[0]))}")
-    out_dir = Path(out_dir) if out_dir else Path(run_dir) / "trees"
+    out_dir = Path(out_dir) if out_dir else views_dir(run_dir, "trees")
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"tree-{updates:09d}-{where[:60]}"
     svg, dot = stem.with_suffix(".svg"), stem.with_suffix(".dot")
