@@ -186,3 +186,18 @@ def render(spec: EnvSpec, frame, to_play: int = 0, size: int = 160, planes: list
                       int(first_player))
     return _planes(frame, size)
 
+
+
+def render_png(spec: EnvSpec, frame, to_play: int = 0, size: int = 160) -> bytes | None:
+    """One observation drawn (:func:`render`) as PNG bytes; None where the game cannot be drawn."""
+    import io
+
+    from PIL import Image
+
+    try:
+        img = render(spec, frame, to_play, size=size)
+    except ValueError:
+        return None
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()

@@ -261,19 +261,9 @@ def move_namer(nodes: list[TreeNode], twin, moves: list[int]):
 
 def _position_png(spec, ts) -> bytes | None:
     """The searched position drawn as a PNG (None where it cannot be drawn)."""
-    import io
+    from moozi.observe.render import render_png
 
-    from PIL import Image
-
-    from moozi.observe.render import render
-
-    try:
-        img = render(spec, np.asarray(ts.observation)[0], int(np.asarray(ts.to_play)[0]), size=88)
-    except ValueError:
-        return None
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")
-    return buf.getvalue()
+    return render_png(spec, np.asarray(ts.observation)[0], int(np.asarray(ts.to_play)[0]), size=88)
 
 
 def view_position(run_dir, moves: list[int] | None = None, episode_step: int | None = None,

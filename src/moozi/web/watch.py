@@ -10,7 +10,6 @@ so a new tab does not compile again).
 from __future__ import annotations
 
 import base64
-import io
 import secrets
 import threading
 from collections import OrderedDict
@@ -24,18 +23,11 @@ MAX_STEPS = 64  # moves one request may ask for
 
 
 def frame_uri(spec, observation, to_play: int = 0, size: int = 240) -> str | None:
-    """One observation drawn as a PNG data URI (:func:`moozi.observe.render.render`); None where it cannot be."""
-    from PIL import Image
+    """One observation drawn as a PNG data URI (:func:`moozi.observe.render.render_png`); None where it cannot be."""
+    from moozi.observe.render import render_png
 
-    from moozi.observe.render import render
-
-    try:
-        img = render(spec, np.asarray(observation), int(to_play), size=size)
-    except ValueError:
-        return None
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    png = render_png(spec, np.asarray(observation), int(to_play), size=size)
+    return None if png is None else "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 class Episode:
