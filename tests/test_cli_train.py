@@ -92,7 +92,8 @@ def test_evaluation_commands_with_a_run(ttt_run, tmp_path, monkeypatch, capsys):
     pool = tmp_path / "pool.jsonl"
     matches = [(f"{ttt_run}", "perfect"), (f"prior:{ttt_run},temp=1", "os-mcts-8")]
     if not host:
-        matches += [(f"{ttt_run},ms=0.001", "random"), (f"az:{ttt_run}", "random")]
+        matches += [(f"{ttt_run},ms=0.001", "random"), (f"az:{ttt_run}", "random"),
+                    (f"az:{ttt_run},sym=0.5,ptemp=2,pick=lcb", "random")]
     for a, b in matches:
         assert main(["match", a, b, "--pairs", "2", "--records", str(tmp_path / "m.jsonl"), "--pool", str(pool),
                      "--json"]) == 0
@@ -102,8 +103,9 @@ def test_evaluation_commands_with_a_run(ttt_run, tmp_path, monkeypatch, capsys):
         assert out["ms_per_move"]["a"] > 0
         if "ms=" in a:  # a budget below the smallest rung's time: the smallest rung, recorded in the spec
             assert out["a"]["settings"] == {"ms": 0.001, "sims": 4}
-        if a.startswith("az:"):
-            assert out["a"]["kind"] == "az" and out["a"]["settings"] == {"sims": 2}
+        if a.startswith("az:"):  # play-time search options: the network sees symmetries, the game stays real
+            options = {"sym": 0.5, "ptemp": 2.0, "pick": "lcb", "lcb": 1.0} if "sym=" in a else {}
+            assert out["a"]["kind"] == "az" and out["a"]["settings"] == {"sims": 2, **options}
     if host:  # no true simulator on the host path
         assert main(["match", f"az:{ttt_run}", "random", "--pairs", "1", "--records", str(tmp_path / "m.jsonl")]) == 2
         assert "needs a JAX-native game" in capsys.readouterr().err

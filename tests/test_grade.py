@@ -10,8 +10,9 @@ import pytest
 
 from moozi.cli.main import main
 from moozi.config import ConfigError
-from moozi.eval.grade import CATEGORIES, STAGES, Position, category_of, grade_actions, load_positions, select
+from moozi.eval.grade import CATEGORIES, STAGES, Position, category_of, grade_actions, load_positions, paired_grades, select
 from moozi.eval.solver import is_mistake, remaining_plies, result
+from moozi.eval.stats import sign_test
 from tests.helpers import _bench
 
 
@@ -49,6 +50,19 @@ def test_grade_actions_golden():
     assert g["all"]["mistakes"] == 2 and g["all"]["decisive"] == 2
     assert 0.0 < g["all"]["low"] < 0.5 < g["all"]["high"] < 1.0  # Wilson interval around 2 / 4
     assert "middle" not in g and "end" not in g  # a stage of one category is that category
+
+
+def test_paired_grades_golden():
+    ps = [Position("begin-easy", (3,), (1, -1, 0, 0, 0, 0, 0)), Position("begin-easy", (2,), (1, -1, 0, 0, 0, 0, 0)),
+          Position("end-easy", (1,) * 30, (-1, -1, 2, None, -1, -1, -1)), Position("begin-hard", (0,), (1, -1, 0, 0, 0, 0, 0))]
+    # A errs at positions 0 and 2, B at 2 and 3: A only 1, B only 1 (position 2 is both's)
+    p = paired_grades(ps, [1, 0, 0, 0], [0, 0, 0, 1])
+    assert p["all"] == {"a_only": 1, "b_only": 1, "difference": 0.0, "p_value": 1.0}
+    assert p["begin-easy"]["a_only"] == 1 and p["begin-easy"]["difference"] == 0.5 and p["begin-hard"]["b_only"] == 1
+    assert p["end-easy"] == {"a_only": 0, "b_only": 0, "difference": 0.0, "p_value": 1.0}
+    # the exact sign test: 6 against 0 is 2 / 2^6; 3 against 1 is 2 * 5 / 16
+    assert sign_test(6, 0) == pytest.approx(0.03125) and sign_test(3, 1) == pytest.approx(0.625)
+    assert sign_test(0, 0) == 1.0
 
 
 def test_packaged_benchmark():
@@ -144,6 +158,16 @@ def test_grade_cli(tmp_path, capsys):
     assert out["categories"]["all"]["positions"] == 8 and set(out["categories"]) == {"begin-hard", "end-easy", "all"}
     assert main(["grade", "random", "--per-category", "2"]) == 0
     assert "begin-hard" in capsys.readouterr().out
+    # --vs: a second player on the same positions, compared position by position
+    assert main(["grade", "random", "--vs", "random,eps=1", "--per-category", "3", "--seed", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    v, a = out["vs"], out["categories"]
+    assert v["player"]["id"] == "random,eps=1.0" and v["categories"]["all"]["positions"] == 18
+    for name, p in v["paired"].items():
+        assert p["a_only"] - p["b_only"] == a[name]["mistakes"] - v["categories"][name]["mistakes"]
+        assert 0.0 <= p["p_value"] <= 1.0
+    assert main(["grade", "random", "--vs", "random", "--per-category", "2"]) == 0
+    assert "on the same positions" in capsys.readouterr().out
     assert main(["grade", "random", "--categories", "begin-hardest"]) == 2
     assert "begin-hardest" in capsys.readouterr().err
     assert main(["grade", "random", "--game", "pgx:tic_tac_toe"]) == 2

@@ -52,6 +52,12 @@ def test_preset_trains_a_few_updates(preset, tmp_path, capsys):
     assert main(["train", "--preset", preset, "--run-dir", str(run), "--seed", "1", *TINY]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["env_steps"] == 64 and summary["updates"] > 0
+    # every run says how big it is: parameters by part in the summary and train.log, memory estimated and measured
+    p, m = summary["parameters"], summary["memory_mb"]
+    assert p["total"] == sum(v for k, v in p.items() if k != "total") and {"representation", "dynamics"} <= set(p)
+    assert abs(m["estimate"] - m["learner_state"] - m["replay"]) < 0.11 and m["measured"] > 0
+    assert f"network: {p['total']:,} parameters (representation {p['representation']:,}" in (
+        run / "train.log").read_text()
     rows = read_metrics(run)
     assert rows and all({"env_steps", "updates", "wall_s"} <= row.keys() for row in rows)
     assert any("test/return_mean" in row for row in rows)

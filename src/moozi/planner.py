@@ -221,3 +221,40 @@ def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, 
         gumbel_scale=gumbel_scale,
         return_tree=return_tree,
     )
+
+
+FINAL_MOVES = ("policy", "visits", "value", "lcb")
+"""How a player picks its move from a finished search (``pick=``): the search's policy (mctx's weights: visit
+shares for PUCT, the improved policy for Gumbel), the most visited move, the best mean value, or the best
+lower confidence bound ``Q - c / sqrt(N)``; the last two among the moves searched at least once."""
+
+
+def tempered_prior(root: RootEval, step: StepFn, temperature: float) -> tuple[RootEval, StepFn]:
+    """The same search model with every prior's logits divided by ``temperature`` (AlphaZero.jl's
+    ``prior_temperature``: above 1 flattens the prior the search explores by, below 1 sharpens it)."""
+    t = float(temperature)
+
+    def step_t(params, embedding, action):
+        out = step(params, embedding, action)
+        return out._replace(prior_logits=out.prior_logits / t)
+
+    return root._replace(prior_logits=root.prior_logits / t), step_t
+
+
+def final_move_scores(result: SearchOutput, tree: mctx.Tree, pick: str, lcb_c: float = 1.0) -> Array:
+    """Scores over augmented actions ``[B, A]`` whose largest is the move to play (see :data:`FINAL_MOVES`).
+
+    ``policy``: ``result.root_policy``; ``visits``: the root's visit shares; ``value``: the root's Q (reward plus
+    the child's value, for the player to move) where visited, -inf elsewhere; ``lcb``: ``Q - lcb_c / sqrt(N)``
+    where visited (``lcb_c`` in value units: for games scored in [-1, 1], 1 is half the range)."""
+    if pick == "policy":
+        return result.root_policy
+    visits = tree.children_visits[:, 0].astype(jnp.float32)  # [B, A]
+    if pick == "visits":
+        return visits / jnp.maximum(jnp.sum(visits, axis=-1, keepdims=True), 1.0)
+    q = tree.qvalues(jnp.zeros(visits.shape[0], jnp.int32))
+    if pick == "lcb":
+        q = q - lcb_c / jnp.sqrt(jnp.maximum(visits, 1.0))
+    elif pick != "value":
+        raise ValueError(f"pick = {pick!r}: allowed {', '.join(FINAL_MOVES)}")
+    return jnp.where(visits > 0, q, -jnp.inf)

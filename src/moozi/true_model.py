@@ -65,6 +65,18 @@ def network_evaluator(model) -> Callable:
     return evaluate
 
 
+def symmetric_evaluator(evaluate, symmetry, tables) -> Callable:
+    """``evaluate`` with the network shown each row's history through ``symmetry [B]`` (a play-time option,
+    :mod:`moozi.envs.symmetry`) and its prior mapped back onto the real board; the value is unchanged."""
+    from moozi.envs.symmetry import transform_history, untransform_policy
+
+    def evaluate_sym(params, node: TrueNode):
+        value, logits = evaluate(params, node.replace(history=transform_history(node.history, symmetry, tables)))
+        return value, untransform_policy(logits, symmetry, tables)
+
+    return evaluate_sym
+
+
 def rollout_evaluator(env: DeviceEnv, rollouts: int = 1) -> Callable:
     """Mean outcome of ``rollouts`` random playouts per node, for its player to move; a uniform prior."""
 

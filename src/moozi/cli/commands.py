@@ -278,7 +278,7 @@ def _grade(args: argparse.Namespace) -> int:
     categories = [c.strip() for c in args.categories.split(",")] if args.categories else None
     _log_console()
     result = grade.run_grade(args.player, game=args.game, per_category=args.per_category, categories=categories,
-                             positions_file=args.positions, seed=args.seed, batch=args.batch)
+                             positions_file=args.positions, seed=args.seed, batch=args.batch, vs=args.vs)
     print(json.dumps(result) if args.json else grade.grade_table(result))
     return 0
 

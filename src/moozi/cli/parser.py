@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "random rollouts), mcts-N (rollout MCTS on the real game), RUN[@CKPT] (a trained run's "
                     "search), prior:RUN[@CKPT] (its prior only), az:RUN[@CKPT] (its network searching the real "
                     "game), human (you, at the terminal), gtp:COMMAND; options after commas: eps=P (any player), "
-                    "sims=N, ms=T and temp=T (runs), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
+                    "sims=N, ms=T and temp=T (runs), sym=P, ptemp=T, pick=policy|visits|value|lcb, lcb=C (runs and az: "
+                    "play-time search options), rollouts=K, uct=C, solve=0|1 (os-mcts). E.g. "
                     "`moozi match runs/c4@best os-mcts-100 --pairs 100`.")
     match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
     match.add_argument("b", metavar="B", help="player B")
@@ -212,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "packaged connect4-positions-v1)")
     grade.add_argument("--batch", type=int, default=64, help="positions played at once (default 64)")
     grade.add_argument("--seed", type=int, default=0, help="seeds the player's stream")
+    grade.add_argument("--vs", default=None, metavar="PLAYER",
+                       help="grade this player on the same positions too and compare the two position by position: "
+                            "mistakes by each only, the difference of rates and an exact sign test (McNemar)")
     grade.add_argument("--json", action="store_true", help="print the whole result as one JSON line")
     grade.add_argument("--make-positions", metavar="FILE", default=None,
                        help="instead: generate a benchmark file (needs moozi[solver]); --per-category positions "

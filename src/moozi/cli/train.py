@@ -145,7 +145,8 @@ def _train(args: argparse.Namespace) -> int:
     if config.schedule.max_env_steps and not interrupted:
         print(f"moozi: {_where_it_stands(run_dir, counters, config.schedule.max_env_steps, trainer.rows)}",
               file=sys.stderr, flush=True)
-    summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test}
+    summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test, "parameters": trainer.size["parameters"],
+               "memory_mb": trainer.size["memory_mb"]}
     print(json.dumps(summary), flush=True)
     if interrupted:
         return 143 if trainer.budget.stop_signal == "SIGTERM" else 130

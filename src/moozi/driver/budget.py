@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Callable
 
+from moozi.model.size import describe, footprint  # noqa: F401 - footprint: the Trainer's, with announce
 from moozi.update import budget_lr_scale
 
 log = logging.getLogger("moozi")
@@ -186,9 +187,13 @@ def diverged_error(err, run_dir, learning_rate: float):
     return NonFiniteError(f"training diverged: {err}; the run stopped without saving that state; {where}", err.update)
 
 
-def announce(config, minutes: float | None, backend: str, machine: str) -> None:
-    """A run's first lines in train.log: what it trains, for how long, where; and a warning when the learning
-    rate is to decay over a budget the run does not have."""
+def announce(config, minutes: float | None, backend: str, run_dir, size: dict) -> None:
+    """A run's first lines in train.log: what it trains, for how long, where, how big its network and memory are
+    (``size``: :func:`moozi.model.size.footprint`, to which the memory measured now is added); and a warning when
+    the learning rate is to decay over a budget the run does not have."""
+    from moozi.observe.machine import machine_line, record_machine
+    from moozi.observe.memory import run_resident_mb
+
     s = config.schedule
     if config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
         log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
@@ -196,7 +201,9 @@ def announce(config, minutes: float | None, backend: str, machine: str) -> None:
     log.info("training %s %s (%s schedule, %s backend, %d training workers)", config.env.name,
              "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind, backend,
              config.distributed.train_workers)
-    log.info("on %s", machine)
+    log.info("on %s", machine_line(record_machine(run_dir)))
+    size["memory_mb"]["measured"], size["memory_mb"]["measured_of"] = run_resident_mb(run_dir)
+    log.info("%s", describe(size))
 
 
 def last_writes(writes: list[tuple[str, Callable[[], object]]], failing: BaseException | None) -> None:

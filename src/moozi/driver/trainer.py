@@ -24,7 +24,7 @@ from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.async_schedule import AsyncSchedule
 from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.backends import make_backend
-from moozi.driver.budget import Budget, announce, diverged_error, last_writes
+from moozi.driver.budget import Budget, announce, diverged_error, footprint, last_writes
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks, check_judges
@@ -37,7 +37,6 @@ from moozi.driver.testing import TestKeeper
 from moozi.errors import NonFiniteError
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
-from moozi.observe.machine import machine_line, record_machine
 from moozi.observe.metrics import MetricsWriter, iter_metrics, setup_logging
 from moozi.parts import build_parts
 from moozi.run_dir import RunLock, new_identity
@@ -81,8 +80,8 @@ class Trainer:
 
             keep_driver_on_host()  # before the driver's first JAX computation (building the game below)
         # Build the game and model first: a bad name or shape fails before anything is written.
-        env, _ = build_parts(config)
-        self.spec = env.spec
+        env, model = build_parts(config)
+        self.spec, self.size = env.spec, footprint(config, env.spec, model)  # parameters and memory, said at start
         env.close()
         check_run(config, self.spec)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -242,7 +241,7 @@ class Trainer:
         self._clock = {"start": start, "wall0": self.counters["wall_s"], "checkpoint": start, "warned": False}
         self.rows.start()
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
-        announce(self.config, minutes, self.backend.name, machine_line(record_machine(self.run_dir)))
+        announce(self.config, minutes, self.backend.name, self.run_dir, self.size)
         restore_handlers = self.budget.install_stop_handlers(stop_grace_s, self.run_dir, self.counters)
         row, diverged, failing = {}, None, None
         try:

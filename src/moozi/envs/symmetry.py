@@ -109,3 +109,38 @@ def augment_windows(windows: Trajectory, symmetry: Array, tables) -> Trajectory:
         env_source = source[symmetry][:, 1:] - 1
         out = out.replace(legal_actions=jnp.take_along_axis(windows.legal_actions, env_source[:, None, :], axis=2))
     return out
+
+
+def draw_symmetries(key, batch: int, probability, count: int) -> Array:
+    """``[B]`` int32 symmetry indices for a search at play time (AlphaZero.jl's ``flip_probability``): with
+    ``probability`` a uniformly drawn non-identity one of the game's ``count`` symmetries, else 0 (the identity)."""
+    import jax
+
+    k_use, k_which = jax.random.split(key)
+    use = jax.random.uniform(k_use, (batch,)) < probability
+    which = jax.random.randint(k_which, (batch,), 1, max(count, 2))
+    return jnp.where(use & (count > 1), which, 0).astype(jnp.int32)
+
+
+def transform_history(history, symmetry: Array, tables):
+    """A rolling history ``(frames [B, L, H, W, C], actions [B, L] augmented)`` seen through ``symmetry [B]``
+    (:func:`augment_tables`): every frame's cells and every past action permuted, as :func:`augment_windows`."""
+    cells, image, _ = (jnp.asarray(t) for t in tables)
+    frames, actions = history
+    b, length, h, w, c = frames.shape
+    flat = jnp.take_along_axis(frames.reshape(b, length, h * w, c), cells[symmetry][:, None, :, None], axis=2)
+    actions = jnp.take_along_axis(image[symmetry], actions.astype(jnp.int32), axis=1)
+    return flat.reshape(b, length, h, w, c), actions.astype(history[1].dtype)
+
+
+def transform_legal(legal: Array, symmetry: Array, tables) -> Array:
+    """Legal environment actions ``[B, A_env]`` as seen through ``symmetry [B]``: ``out[j] = legal[source[j]]``."""
+    _, _, source = (jnp.asarray(t) for t in tables)
+    return jnp.take_along_axis(legal, source[symmetry][:, 1:] - 1, axis=1)
+
+
+def untransform_policy(policy: Array, symmetry: Array, tables) -> Array:
+    """Per environment action values ``[B, A_env]`` found on the transformed board, back on the real one:
+    the real move ``a`` is the transformed move ``image[a]`` (``out[a] = policy[image[a]]``)."""
+    _, image, _ = (jnp.asarray(t) for t in tables)
+    return jnp.take_along_axis(policy, image[symmetry][:, 1:] - 1, axis=1)

@@ -194,12 +194,8 @@ def play_positions(player, pool, positions: list[Position], clock=None) -> np.nd
     return out
 
 
-def grade_actions(positions: list[Position], actions) -> dict:
-    """Mistake rates per category, per stage (``begin``...) and over all, with Wilson 95% intervals."""
-    from moozi.eval.stats import wilson_interval
-
-    wrong = np.array([is_mistake(p.scores, int(a)) for p, a in zip(positions, actions)], bool)
-    decisive = np.array([p.decisive for p in positions], bool)
+def _groups(positions: list[Position]) -> dict[str, np.ndarray]:
+    """Masks of each category, each stage (``begin``...) with more than one category, and ``all``."""
     cats = np.array([p.category for p in positions])
     groups = {c: cats == c for c in CATEGORIES if (cats == c).any()}
     for stage in STAGES:
@@ -207,6 +203,21 @@ def grade_actions(positions: list[Position], actions) -> dict:
         if mask.any() and sum(c.startswith(stage) for c in groups) > 1:
             groups[stage] = mask
     groups["all"] = np.ones(len(positions), bool)
+    return groups
+
+
+def mistakes(positions: list[Position], actions) -> np.ndarray:
+    """``[n]`` bool: the move played at each position changes its solved result for the worse."""
+    return np.array([is_mistake(p.scores, int(a)) for p, a in zip(positions, actions)], bool)
+
+
+def grade_actions(positions: list[Position], actions) -> dict:
+    """Mistake rates per category, per stage (``begin``...) and over all, with Wilson 95% intervals."""
+    from moozi.eval.stats import wilson_interval
+
+    wrong = mistakes(positions, actions)
+    decisive = np.array([p.decisive for p in positions], bool)
+    groups = _groups(positions)
 
     def rate(mask):
         n, k = int(mask.sum()), int(wrong[mask].sum())
@@ -217,25 +228,25 @@ def grade_actions(positions: list[Position], actions) -> dict:
     return {name: rate(mask) for name, mask in groups.items()}
 
 
-def run_grade(player_text: str, game: str | None = None, per_category: int | None = 200, categories=None,
-              positions_file: str | None = None, seed: int = 0, batch: int = 64, modules: tuple = ()) -> dict:
-    """``moozi grade``: build the player, play every selected position, grade the moves."""
-    from moozi.envs.pool import import_modules, make_pool
-    from moozi.eval.arena import game_of
+def paired_grades(positions: list[Position], actions_a, actions_b) -> dict:
+    """Two players on the same positions, per group: mistakes by A only and by B only, the difference of their
+    rates (A - B) and the exact sign test's p-value on those discordant positions (McNemar's exact test)."""
+    from moozi.eval.stats import sign_test
+
+    wa, wb = mistakes(positions, actions_a), mistakes(positions, actions_b)
+    out = {}
+    for name, mask in _groups(positions).items():
+        a_only, b_only = int((wa & ~wb & mask).sum()), int((wb & ~wa & mask).sum())
+        out[name] = {"a_only": a_only, "b_only": b_only, "difference": (a_only - b_only) / max(int(mask.sum()), 1),
+                     "p_value": sign_test(a_only, b_only)}
+    return out
+
+
+def _play_one(player_text: str, name: str, kwargs: dict, modules, chosen, seed: int, batch: int):
+    """Build one player, play the chosen positions with it; ``(its spec, actions, clock)``."""
+    from moozi.envs.pool import make_pool
     from moozi.eval.players import MoveClock, make_player
 
-    if per_category is not None and per_category < 1:
-        raise ConfigError(f"--per-category {per_category}: allowed an integer >= 1")
-    if batch < 1:
-        raise ConfigError(f"--batch {batch}: allowed an integer >= 1")
-    name, kwargs, modules = game_of([player_text], game or _default_game(player_text), modules)
-    check_connect_four(name, "moozi grade")
-    # A run may cap its episodes (env.kwargs.max_episode_steps); positions are graded in the whole game.
-    kwargs = {k: v for k, v in kwargs.items() if k != "max_episode_steps"}
-    header, everything = load_positions(positions_file)
-    chosen = select(everything, per_category, categories)
-    import_modules(modules)
-    t0 = time.perf_counter()
     pool = make_pool(name, min(batch, max(len(chosen), 1)), seed=seed, modules=modules, **kwargs)
     player = None
     try:
@@ -246,11 +257,40 @@ def run_grade(player_text: str, game: str | None = None, per_category: int | Non
         if player is not None:
             player.close()
         pool.close()
-    out = {"game": name, "player": player.spec.describe(), "seed": seed,
+    return player.spec.describe(), actions, clock
+
+
+def run_grade(player_text: str, game: str | None = None, per_category: int | None = 200, categories=None,
+              positions_file: str | None = None, seed: int = 0, batch: int = 64, modules: tuple = (),
+              vs: str | None = None) -> dict:
+    """``moozi grade``: build the player, play every selected position, grade the moves; with ``vs`` another
+    player on the same positions too, and the two compared position by position (``paired``)."""
+    from moozi.envs.pool import import_modules
+    from moozi.eval.arena import game_of
+
+    if per_category is not None and per_category < 1:
+        raise ConfigError(f"--per-category {per_category}: allowed an integer >= 1")
+    if batch < 1:
+        raise ConfigError(f"--batch {batch}: allowed an integer >= 1")
+    name, kwargs, modules = game_of([player_text] + ([vs] if vs else []), game or _default_game(player_text), modules)
+    check_connect_four(name, "moozi grade")
+    # A run may cap its episodes (env.kwargs.max_episode_steps); positions are graded in the whole game.
+    kwargs = {k: v for k, v in kwargs.items() if k != "max_episode_steps"}
+    header, everything = load_positions(positions_file)
+    chosen = select(everything, per_category, categories)
+    import_modules(modules)
+    t0 = time.perf_counter()
+    spec, actions, clock = _play_one(player_text, name, kwargs, modules, chosen, seed, batch)
+    out = {"game": name, "player": spec, "seed": seed,
            "benchmark": {k: header.get(k) for k in ("format", "version", "seed", "solver")}
            | {"file": str(positions_file or PACKAGED)},
            "per_category": per_category, "categories": grade_actions(chosen, actions),
            "ms_per_move": clock.ms_per_move, "compile_s": clock.compile_s, "wall_s": time.perf_counter() - t0}
+    if vs:
+        spec_b, actions_b, clock_b = _play_one(vs, name, kwargs, modules, chosen, seed, batch)
+        out["vs"] = {"player": spec_b, "categories": grade_actions(chosen, actions_b), "ms_per_move": clock_b.ms_per_move,
+                     "paired": paired_grades(chosen, actions, actions_b)}
+        out["wall_s"] = time.perf_counter() - t0
     return out
 
 
@@ -277,9 +317,17 @@ def grade_table(r: dict) -> str:
     for name, c in r["categories"].items():
         lines.append(f"{name:<15}{c['positions']:>6}{c['decisive']:>10}{c['mistakes']:>10}"
                      f"{100 * c['rate']:>10.1f}% [{100 * c['low']:.1f}, {100 * c['high']:.1f}]")
+    if "vs" in r:
+        v = r["vs"]
+        lines.append(f"against {v['player']['id']} on the same positions: its rate, then mistakes by "
+                     f"{r['player']['id']} only / by it only, the difference and the sign test's p-value")
+        for name, c in v["categories"].items():
+            p = v["paired"][name]
+            lines.append(f"{name:<15}{100 * c['rate']:>6.1f}%{p['a_only']:>8}{p['b_only']:>6}"
+                         f"{100 * p['difference']:>+8.1f} pts  p {p['p_value']:.3f}")
     lines.append(f"ms per move {r['ms_per_move']:.2f}; {r['wall_s']:.1f} s")
     return "\n".join(lines)
 
 
 __all__ = ["CATEGORIES", "Position", "category_of", "generate_positions", "grade_actions", "grade_checkpoint", "grade_table",
-           "load_positions", "play_positions", "run_grade", "select", "write_positions"]
+           "load_positions", "mistakes", "paired_grades", "play_positions", "run_grade", "select", "write_positions"]

@@ -156,3 +156,14 @@ def hoeffding_games(margin: float, delta: float) -> int:
     if not 0 < margin < 1 or not 0 < delta < 1:
         raise ValueError(f"margin = {margin}, delta = {delta}: allowed numbers in (0, 1)")
     return math.ceil(math.log(2.0 / delta) / (2.0 * margin * margin))
+
+
+def sign_test(plus: int, minus: int) -> float:
+    """Two-sided exact sign test (scipy's binomial test at 1/2) of ``plus`` against ``minus`` discordant pairs
+    (McNemar's exact test when the pairs are two players' mistakes on the same positions); 1 with none."""
+    if plus + minus == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(int(plus), int(plus + minus), 0.5).pvalue)
+

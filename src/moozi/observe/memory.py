@@ -42,6 +42,23 @@ def pids_with(text: str) -> list[int]:
     return found
 
 
+def run_resident_mb(run_dir) -> tuple[float, str]:
+    """Resident memory of this process and of the run's components on this machine (pids of ``workers.json``),
+    in MB, and what it covers (``"this process"`` or ``"this process and N components"``)."""
+    import json
+    import socket
+
+    try:
+        placed = json.loads((Path(run_dir) / "workers.json").read_text())
+    except (OSError, ValueError):
+        placed = {}
+    here = socket.gethostname()
+    pids = {int(v["pid"]) for v in placed.values()
+            if isinstance(v, dict) and "pid" in v and v.get("hostname", here) == here} - {os.getpid()}
+    total = rss_mb() + sum(rss_mb(p) for p in pids)
+    return round(total, 1), "this process" + (f" and {len(pids)} components" if pids else "")
+
+
 class PeakRss:
     """The peak resident memory of this process inside a ``with`` block, above what it held at the start.
 

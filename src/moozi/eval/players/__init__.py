@@ -42,7 +42,9 @@ Player strings (``moozi match A B``)::
     options after a comma, for any player: ,eps=0.05 (a uniformly random legal move
     with this probability); for runs: ,sims=N (simulations) or ,ms=T (a time budget per move: the
     most simulations of a ladder 4, 8, ..., 1024 that fit, measured), ,temp=T (sample the
-    search policy, or the prior, sharpened by 1/T; 0 = greedy); for az: ,sims=N; for
+    search policy, or the prior, sharpened by 1/T; 0 = greedy); for az: ,sims=N; for runs and az,
+    the play-time search options (:mod:`.options`): ,sym=P (search through a random board symmetry
+    with probability P), ,ptemp=T (prior temperature), ,pick=policy|visits|value|lcb and ,lcb=C; for
     os-mcts and mcts: ,rollouts=K; for os-mcts: ,uct=C, ,solve=0|1; for gtp: ,timeout=S.
 
 Batched players stay batched: the learned-model player gathers the games to
@@ -50,7 +52,8 @@ move into one padded batch (sizes rounded up to powers of two, so a handful of
 compiled shapes) and searches them in one jitted call.
 
 Modules: :mod:`.base` (spec, interface, clock), :mod:`.simple`, :mod:`.openspiel`, :mod:`.learned`,
-:mod:`.external` (with :mod:`.gtp_engine`) and :mod:`.registry` (player strings); everything is re-exported here.
+:mod:`.external` (with :mod:`.gtp_engine`), :mod:`.options` (play-time search options) and :mod:`.registry`
+(player strings); everything is re-exported here.
 """
 
 from moozi.eval.players.base import MoveClock, Player, PlayerSpec

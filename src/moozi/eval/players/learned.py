@@ -11,6 +11,7 @@ import numpy as np
 
 from moozi.config import ConfigError
 from moozi.eval.players.base import PlayerSpec, _analysis, _compile_timed, _padded_rows
+from moozi.eval.players.options import SearchOptions, symmetry_tables
 from moozi.run_dir import run_identity
 
 
@@ -26,7 +27,8 @@ class RunPlayer:
     """Simulation counts a time budget chooses from (mctx cannot resume a tree, so each is its own program)."""
 
     def __init__(self, run: str, checkpoint: str = "latest", mode: str = "search", simulations: int | None = None,
-                 temperature: float = 0.0, seed: int = 0, budget_ms: float | None = None):
+                 temperature: float = 0.0, seed: int = 0, budget_ms: float | None = None,
+                 options: SearchOptions | None = None):
         import jax
 
         from moozi.run_dir import open_run
@@ -46,8 +48,11 @@ class RunPlayer:
         self.planner = planner
         self.mode = mode
         self.temperature = float(temperature)
+        self.options = options or SearchOptions()
+        self.options.check(run, self.env_spec.symmetries, self.config.env.name, mode == "search", temperature)
         settings = [("sims", planner.num_simulations)] if mode == "search" else []
         settings += [("temp", temperature)] if temperature else []
+        settings += list(self.options.settings())
         source = str(Path(run))
         self.spec = PlayerSpec("mcts" if mode == "search" else "prior", tuple(settings), source,
                                int(meta["counters"]["updates"]), run_identity(run))
@@ -55,8 +60,7 @@ class RunPlayer:
         self.key = jax.random.key(seed)
         self.rng = np.random.default_rng(seed)
         # Shared by every player of the same network and search (a tournament builds one per match).
-        self._push, self._choose, self._compiled = _run_functions(self.model, self.config, planner, mode,
-                                                                  self.env_spec.two_player)
+        self._push, self._choose, self._compiled = self._functions()
         self.history = None
         self.compile_s = 0.0
         self.budget_ms = None
@@ -77,11 +81,14 @@ class RunPlayer:
 
     def _use_simulations(self, n: int) -> None:
         self.planner = dataclasses.replace(self.planner, num_simulations=int(n))
-        self._push, self._choose, self._compiled = _run_functions(self.model, self.config, self.planner, self.mode,
-                                                                  self.env_spec.two_player)
+        self._push, self._choose, self._compiled = self._functions()
         settings = dict(self.spec.settings)
         settings.update(sims=int(n), ms=self.budget_ms)
         self.spec = dataclasses.replace(self.spec, settings=tuple(sorted(settings.items())))
+
+    def _functions(self):
+        return _run_functions(self.model, self.config, self.planner, self.mode, self.env_spec.two_player,
+                              self.options, symmetry_tables(self.options, self.env_spec.symmetries))
 
     def _calibrate(self, size: int, args) -> None:
         """Pick the largest ladder rung whose measured time per call is within the budget (the smallest if none)."""
@@ -190,42 +197,73 @@ class RunPlayer:
 _RUN_FUNCTIONS: dict = {}
 
 
-def _run_functions(model, config, planner, mode: str, two_player: bool):
+def _run_functions(model, config, planner, mode: str, two_player: bool, options: SearchOptions, tables=None):
     """Jitted ``push(history, obs, prev_aug, is_first)``, ``choose(params, key, history, idx, legal) -> [n, A_env]``
-    and a dict for its compiled executables by batch size; cached per (network, history, search, mode), so new
-    params of the same network reuse them.
+    and a dict for its compiled executables by batch size; cached per (network, history, search, mode, play-time
+    options), so new params of the same network reuse them.
 
     ``choose`` returns the weights to pick from: the search's policy over
     environment actions (greedy: its most visited; mctx's own choice is the
-    same move at temperature 0) or the prior's probabilities.
+    same move at temperature 0), the prior's probabilities, or with ``pick=``
+    the final move's scores (one-hot for ``value`` and ``lcb``); with ``sym``
+    the search sees the board through a random symmetry (``tables``) and the
+    weights are mapped back.
     """
-    key = (repr(config.model), repr(config.targets), repr(planner), repr(config.env), mode, two_player)
+    key = (repr(config.model), repr(config.targets), repr(planner), repr(config.env), mode, two_player, options)
     if key not in _RUN_FUNCTIONS:
-        _RUN_FUNCTIONS[key] = _build_run_functions(model, config, planner, mode, two_player) + ({},)
+        _RUN_FUNCTIONS[key] = _build_run_functions(model, config, planner, mode, two_player, options, tables) + ({},)
     return _RUN_FUNCTIONS[key]
 
 
-def _build_run_functions(model, config, planner, mode: str, two_player: bool):
+def _build_run_functions(model, config, planner, mode: str, two_player: bool, options: SearchOptions, tables):
     import jax
     import jax.numpy as jnp
 
+    from moozi.envs.symmetry import draw_symmetries, transform_history, transform_legal, untransform_policy
     from moozi.model.history import history_observation, history_push
-    from moozi.planner import plan
+    from moozi.planner import learned_root, learned_step, search, tempered_prior
 
     def choose(params, key, history, idx, legal):
         sub = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), history)
+        if tables is not None:
+            key, k_sym = jax.random.split(key)
+            symmetry = draw_symmetries(k_sym, idx.shape[0], options.sym, len(tables[0]))
+            sub, legal = transform_history(sub, symmetry, tables), transform_legal(legal, symmetry, tables)
         obs = history_observation(sub, model.num_actions)
         if mode == "prior":
             logits = model.initial_inference(params, obs).policy_logits[:, 1:]
-            logits = jnp.where(legal, logits, -jnp.inf)
-            return jax.nn.softmax(logits, axis=-1)
-        out = plan(model, params, key, obs, legal, planner, discount=config.targets.discount, two_player=two_player,
-                   temperature=0.0, gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None)
-        # The chosen move gets a bump so argmax picks mctx's choice even where visits tie.
-        policy = out.root_policy[:, 1:] + 1e-6 * jax.nn.one_hot(out.action - 1, legal.shape[-1])
-        return policy
+            weights = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf), axis=-1)
+        else:
+            weights = _searched(params, key, obs, legal)
+        return weights if tables is None else untransform_policy(weights, symmetry, tables)
+
+    def _searched(params, key, obs, legal):
+        root, step = learned_root(model, params, obs), learned_step(model)
+        if options.ptemp != 1.0:
+            root, step = tempered_prior(root, step, options.ptemp)
+        out, tree = search(params, key, root, step, legal, planner, discount=config.targets.discount,
+                           two_player=two_player, temperature=0.0,
+                           gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None, return_tree=True)
+        return final_weights(out, tree, options, legal.shape[-1])
 
     return jax.jit(history_push), jax.jit(choose)
+
+
+def final_weights(out, tree, options: SearchOptions, num_env_actions: int):
+    """``[n, A_env]`` weights to pick the move from (see :func:`_run_functions`): with the default pick the
+    search's policy, the chosen move bumped so argmax picks mctx's choice even where visits tie; with
+    ``visits`` the visit shares, ties to the search policy; with ``value`` / ``lcb`` one-hot of the best score."""
+    import jax
+    import jax.numpy as jnp
+
+    from moozi.planner import final_move_scores
+
+    if options.pick == "policy":
+        return out.root_policy[:, 1:] + 1e-6 * jax.nn.one_hot(out.action - 1, num_env_actions)
+    scores = final_move_scores(out, tree, options.pick, options.lcb)[:, 1:]
+    if options.pick == "visits":
+        return scores + 1e-6 * out.root_policy[:, 1:]
+    return jax.nn.one_hot(jnp.argmax(scores, axis=-1), num_env_actions)
 
 
 class TrueModelPlayer:
@@ -238,7 +276,8 @@ class TrueModelPlayer:
     """
 
     def __init__(self, game: str, simulations: int, run: str | None = None, checkpoint: str = "latest",
-                 rollouts: int = 1, seed: int = 0, game_kwargs: dict | None = None):
+                 rollouts: int = 1, seed: int = 0, game_kwargs: dict | None = None,
+                 options: SearchOptions | None = None):
         import jax
 
         from moozi.config import PlannerConfig
@@ -257,8 +296,10 @@ class TrueModelPlayer:
             self.discount = self.config.targets.discount
             planner = dataclasses.replace(self.config.test_planner, num_simulations=int(simulations))
             evaluate = network_evaluator(self.model)
-            self.spec = PlayerSpec("az", (("sims", simulations),), str(Path(run)), int(meta["counters"]["updates"]),
-                                   run_identity(run))
+            self.options = options or SearchOptions()
+            self.options.check(run, env.spec.symmetries, self.config.env.name, True)
+            self.spec = PlayerSpec("az", (("sims", simulations), *self.options.settings()), str(Path(run)),
+                                   int(meta["counters"]["updates"]), run_identity(run))
             num_actions = self.model.num_actions
         else:
             env = make_env(game, **(game_kwargs or {}))
@@ -267,6 +308,7 @@ class TrueModelPlayer:
             # the baseline lose 8 of 100 tic-tac-toe games to a random mover at 100 simulations).
             planner = PlannerConfig(kind="puct", num_simulations=int(simulations), dirichlet_fraction=0.0)
             evaluate = rollout_evaluator(env, rollouts)
+            self.options = SearchOptions()
             self.spec = PlayerSpec(f"mcts-{simulations}", (("rollouts", rollouts),) if rollouts != 1 else ())
             num_actions = env.spec.num_actions + 1
         if env.spec.path != "device":
@@ -288,20 +330,32 @@ class TrueModelPlayer:
         import jax.numpy as jnp
 
         from moozi.envs.device import reset_batch, step_batch
+        from moozi.envs.symmetry import draw_symmetries
         from moozi.model.history import history_push
-        from moozi.planner import search
-        from moozi.true_model import true_root, true_step
+        from moozi.planner import search, tempered_prior
+        from moozi.true_model import symmetric_evaluator, true_root, true_step
 
-        env, planner, discount = self.env, self.planner, self.discount
+        env, planner, discount, options = self.env, self.planner, self.discount, self.options
+        tables = symmetry_tables(options, env.spec.symmetries)
 
         def choose(params, key, states, history, idx, seeds):
             sub_states = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), states)
             sub_history = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), history)
-            root = true_root(evaluate, params, sub_states, sub_history, seeds)
-            out = search(params, key, root, true_step(env, evaluate), sub_states.legal_actions, planner,
-                         discount=discount, two_player=env.spec.two_player, temperature=0.0,
-                         gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None)
-            return out.action - 1
+            node_eval = evaluate
+            if tables is not None:  # the network sees every node through the row's symmetry; the game stays real
+                key, k_sym = jax.random.split(key)
+                node_eval = symmetric_evaluator(evaluate, draw_symmetries(k_sym, idx.shape[0], options.sym,
+                                                                          len(tables[0])), tables)
+            root, step = true_root(node_eval, params, sub_states, sub_history, seeds), true_step(env, node_eval)
+            if options.ptemp != 1.0:
+                root, step = tempered_prior(root, step, options.ptemp)
+            out, tree = search(params, key, root, step, sub_states.legal_actions, planner,
+                               discount=discount, two_player=env.spec.two_player, temperature=0.0,
+                               gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None,
+                               return_tree=True)
+            if options.pick == "policy":
+                return out.action - 1
+            return jnp.argmax(final_weights(out, tree, options, sub_states.legal_actions.shape[-1]), axis=-1)
 
         self._choose = jax.jit(choose)
         self._reset = jax.jit(lambda keys: reset_batch(env, keys))

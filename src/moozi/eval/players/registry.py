@@ -8,6 +8,7 @@ from moozi.config import ConfigError
 from moozi.eval.players.external import GTPPlayer, HumanPlayer
 from moozi.eval.players.learned import RunPlayer, TrueModelPlayer
 from moozi.eval.players.openspiel import AlphaBetaPlayer, OpenSpielMCTSPlayer
+from moozi.eval.players.options import SearchOptions
 from moozi.eval.players.simple import EpsilonPlayer, PerfectPlayer, RandomPlayer
 
 BUILTIN = ("random", "perfect", "solver", "human", "ab", "ab-D", "os-mcts-N", "mcts-N", "RUN[@CKPT]", "prior:RUN[@CKPT]",
@@ -18,7 +19,9 @@ NUMBERS = {"sims": (int, 1, "simulations per move"), "temp": (float, 0.0, "a mov
            "eps": (float, 0.0, "a probability of a random move"), "ms": (float, 0.0, "milliseconds per move"),
            "rollouts": (int, 1, "random rollouts per leaf"), "uct": (float, 0.0, "an exploration constant"),
            "solve": (int, 0, "0 or 1"), "result": (int, 0, "0 or 1"),
-           "timeout": (float, 0.01, "seconds an engine may take to answer one command")}
+           "timeout": (float, 0.01, "seconds an engine may take to answer one command"),
+           "sym": (float, 0.0, "a probability of searching through a random board symmetry"),
+           "ptemp": (float, 0.0, "a prior temperature"), "lcb": (float, 0.0, "a lower confidence bound's constant")}
 
 
 def is_builtin(head: str) -> bool:
@@ -40,7 +43,7 @@ def _check_numbers(text: str, options: dict) -> None:
         if key not in NUMBERS:
             continue
         kind, low, what = NUMBERS[key]
-        high = 1 if key in ("eps", "solve", "result") else math.inf
+        high = 1 if key in ("eps", "solve", "result", "sym") else math.inf
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and low <= value <= high and (kind is float or float(value).is_integer())):
             allowed = f"{'an integer' if kind is int else 'a number'} >= {low}" + (" and <= 1" if high == 1 else "")
@@ -115,6 +118,7 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
         unused(("timeout",))
         player = GTPPlayer(game, head[len("gtp:"):], seed, game_kwargs, timeout_s=float(options.get("timeout", 60.0)))
     elif head.startswith("az:"):
+        search_options = SearchOptions.take(text, options)
         unused(("sims",))
         run, _, checkpoint = head[len("az:"):].partition("@")
         from moozi.run_dir import is_trained, load_run_config
@@ -123,7 +127,8 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
             raise ConfigError(f"player {text!r}: {run!r} is not a run directory (no config.yaml) nor an agent file")
 
         sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
-        player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
+        player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed,
+                                 options=search_options)
     else:
         prefix, head = run_of(head)
         mode = "prior" if prefix == "prior:" else "search"
@@ -134,17 +139,19 @@ def make_player(text: str, game: str, seed: int = 0, game_kwargs: dict | None = 
             raise ConfigError(f"player {text!r}: not a built-in player ({', '.join(BUILTIN)}) and {run!r} is not a "
                               "run directory (no config.yaml) nor an agent file")
 
+        search_options = SearchOptions.take(text, options)
         if mode == "search" and load_run_config(run).model.dynamics == "simulator":
             # A run trained in AlphaZero mode searches the way it was trained: the real simulator.
             unused(("sims",))
             sims = options.get("sims", load_run_config(run).test_planner.num_simulations)
-            player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed)
+            player = TrueModelPlayer(game, int(sims), run=run, checkpoint=checkpoint or "latest", seed=seed,
+                                     options=search_options)
             if eps:
                 player = EpsilonPlayer(player, float(eps), seed + 7919)
             return player
         unused(("sims", "temp", "ms") if mode == "search" else ("temp",))
         player = RunPlayer(run, checkpoint or "latest", mode, options.get("sims"), float(options.get("temp", 0.0)),
-                           seed, budget_ms=options.get("ms"))
+                           seed, budget_ms=options.get("ms"), options=search_options)
         if player.config.env.name != game:
             raise ConfigError(f"player {text!r} was trained on {player.config.env.name}, not {game}")
     if eps:
