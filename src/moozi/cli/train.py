@@ -35,6 +35,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              "actions, the minimal action set, 7200-move episodes, 10M frames; gymnax: its port's "
                              "1000-move episodes, 10M frames; Freeway lasts 2500 moves in both); it adds overrides "
                              "and refuses one that contradicts it (docs/results/thesis-protocol)")
+    parser.add_argument("--profile", action="store_true",
+                        help="trace one steady epoch (the first after learning compiled; output.profile_epoch=1) into "
+                             "RUN/profile: the JAX profiler's trace (Ray's timeline on Ray) for ui.perfetto.dev, and "
+                             "timeline.png drawn from it")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. schedule.batch_size=64")
 
 
@@ -75,7 +79,7 @@ def _train(args: argparse.Namespace) -> int:
               "until schedule.max_env_steps)", file=sys.stderr)
         return 2
     if args.resume:
-        if args.preset or args.overrides or args.seed is not None or args.run_dir or args.protocol:
+        if args.preset or args.overrides or args.seed is not None or args.run_dir or args.protocol or args.profile:
             print("moozi train: --resume DIR takes only --minutes, --stop-grace, --backend and --address (the run's "
                   "config is reused)", file=sys.stderr)
             return 2
@@ -96,6 +100,8 @@ def _train(args: argparse.Namespace) -> int:
             overrides = merge_overrides(args.protocol, protocol_overrides(args.protocol, env_name), overrides)
         if args.seed is not None:
             overrides.append(f"schedule.seed={args.seed}")
+        if args.profile:
+            overrides.append("output.profile_epoch=1")
         config = _with_backend(config_from_dict(apply_overrides(data, overrides)), args)
         from moozi.run_dir import holds_run, new_run_dir
 

@@ -410,6 +410,10 @@ class OutputConfig:
       Adam's gradient average at the first metrics row past every this-many
       updates (the learner counts them, a few dozen numbers per leaf reach the
       driver); 0 (default): off.
+    profile_epoch: trace one steady epoch into ``RUN/profile``, with a picture
+      of it (:mod:`moozi.observe.profile`): the N-th after the first epoch that
+      learned (whose learning step compiled); ``moozi train --profile`` sets 1;
+      0 (default): off.
     """
 
     checkpoint_every_minutes: float = 5.0
@@ -418,9 +422,11 @@ class OutputConfig:
     log_every_epochs: int = 10
     keep_every_updates: int = 0
     histogram_every_updates: int = 0
+    profile_epoch: int = 0
 
     def __post_init__(self):
         o = "output"
+        _nonneg_int(o, "profile_epoch", self.profile_epoch)
         _nonneg_int(o, "histogram_every_updates", self.histogram_every_updates)
         _number_in(o, "checkpoint_every_minutes", self.checkpoint_every_minutes, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "keep_checkpoints", self.keep_checkpoints)

@@ -152,8 +152,9 @@ class _Host:
         import socket
 
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        out = {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
-               "cores": cores, "cpu": cpu_description(), "gpus": self.gpus}
+        context = ray.get_runtime_context()
+        out = {"pid": os.getpid(), "node": context.get_node_id(), "hostname": socket.gethostname(),
+               "cores": cores, "cpu": cpu_description(), "gpus": self.gpus, "ray_worker": context.get_worker_id()}
         if self.gpus:
             try:
                 out["gpu_ids"] = [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
@@ -390,6 +391,10 @@ class RayBackend:
 
     def kill(self, handle: RayHandle) -> None:
         ray.kill(handle.actor, no_restart=True)
+
+    def timeline(self, path: str) -> None:
+        """Ray's timeline of the tasks so far (Chrome-trace JSON) to ``path`` (``output.profile_epoch``)."""
+        ray.timeline(filename=path)
 
     def shutdown(self) -> None:
         if not ray.is_initialized():

@@ -38,6 +38,7 @@ from moozi.errors import NonFiniteError
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.metrics import MetricsWriter, iter_metrics, setup_logging
+from moozi.observe.profile import EpochProfile
 from moozi.parts import build_parts
 from moozi.run_dir import RunLock, new_identity
 
@@ -127,7 +128,7 @@ class Trainer:
                                      self.learner_client.save_best)
         self.ctx = RunContext(config, self.backend, self.fleet, self.learner_client, self.ledger, self.keeper,
                               self.budget)
-        self.ctx.last_test = last_test
+        self.ctx.last_test, self.profile = last_test, EpochProfile(self.run_dir, config.output.profile_epoch, self.backend)
         self.rows = RowWriter(self.ctx, self.metrics, watch, remote, progress)
         if resume:
             for r in iter_metrics(self.run_dir):  # a stream: a long run's history is never held whole
@@ -221,8 +222,7 @@ class Trainer:
             self.counters["restarts"] = restarts
             self.metrics.rewind(self.counters["env_steps"])
         else:
-            for k in ("updates", "ready_env_steps"):
-                self.counters[k] = 0
+            self.counters.update(updates=0, ready_env_steps=0)
 
     # --- the run ----------------------------------------------------------------------
 
@@ -266,7 +266,7 @@ class Trainer:
             self.counters["wall_s"] = self._clock["wall0"] + (time.monotonic() - start)
             ends = [] if diverged else [("the last metrics row", lambda: row and self.rows.write(row)),  # a diverged
                                         ("the final checkpoint", lambda: self.save(final=True))]  # state: not saved
-            last_writes([*ends, ("metrics.jsonl", self.metrics.close)], failing)
+            last_writes([*ends, ("the profile", self.profile.stop), ("metrics.jsonl", self.metrics.close)], failing)
         if self.counters["updates"] == 0:
             log.warning("the run ended without a single update: %s",
                         self.ledger.why_no_update(self.budget.out_of_time()))
@@ -290,6 +290,7 @@ class Trainer:
             log.warning("no update after %.0f s: %s", now - clock["start"],
                         self.ledger.why_no_update(self.budget.out_of_time()))
         self.counters["wall_s"] = clock["wall0"] + (now - clock["start"])
+        self.profile.after_epoch(self.counters["epochs"], self.counters["updates"])
         if "test/return_mean" in row or self.counters["epochs"] - self.rows.epochs >= out.log_every_epochs:
             self.rows.write(row)
             row.clear()
