@@ -217,13 +217,26 @@ def test_embed_writes_a_map_and_a_projector(cartpole_run, tmp_path, capsys):
     assert (projector / "projector_config.pbtxt").exists() and line["positions"] >= 4
     tensors = list(projector.rglob("tensors.tsv"))
     assert tensors and len(tensors[0].read_text().splitlines()) == line["positions"] == line["mapped"]
+    # imagined paths: the dynamics unrolled from real positions under the actions taken, and how far it strays
+    assert line["imagined_paths"] == 8 and line["unroll"] == 5 and len(line["drift"]) == 5
+    assert all(d >= 0 for d in line["drift"])
     # a map of some of the positions; the projector still holds them all
-    assert main(["embed", str(cartpole_run), "--episodes", "2", "--max-points", "5", "--out-dir",
+    assert main(["embed", str(cartpole_run), "--episodes", "2", "--max-points", "5", "--paths", "0", "--out-dir",
                  str(tmp_path / "f")]) == 0
     few = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert few["mapped"] == 5 < few["positions"] == line["positions"]
+    assert few["mapped"] == 5 < few["positions"] == line["positions"] and few["imagined_paths"] == 0
     assert main(["embed", str(cartpole_run), "--max-points", "3"]) == 2
     assert "--max-points 3: allowed 0" in capsys.readouterr().err
+
+
+def test_imagined_paths_golden():
+    from moozi.observe.embed import drift, path_starts
+
+    # games of 4 and 2 positions, 2-step paths: starts (0, 0), (0, 1) only; 5 asked, 2 there
+    assert path_starts([4, 2], 5, 2) == [(0, 0), (0, 1)] and path_starts([4, 2], 0, 2) == []
+    real = np.array([[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]])  # one path: real steps of length 1
+    imagined = np.array([[[1.0, 0.0], [2.0, 3.0]]])  # exact at depth 1, 3 away at depth 2
+    assert drift(imagined, real) == [0.0, 3.0]
 
 
 def test_embed_spreads_the_mapped_positions_evenly():

@@ -232,7 +232,8 @@ def _embed(args: argparse.Namespace) -> int:
     _log_console()
     try:
         result = embed_run(args.run_dir, episodes=args.episodes, colour_by=args.colour, checkpoint=args.checkpoint,
-                           seed=args.seed, out_dir=args.out_dir, max_points=args.max_points)
+                           seed=args.seed, out_dir=args.out_dir, max_points=args.max_points, paths=args.paths,
+                           unroll=args.unroll)
     except (ImportError, ValueError) as err:
         print(f"moozi embed: {err}", file=sys.stderr)
         return 2

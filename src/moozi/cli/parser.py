@@ -314,6 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--max-points", type=int, default=2000, metavar="N",
                        help="map at most N positions, spread evenly over the games (default 2000; 0: all; the "
                             "projector file keeps every position)")
+    embed.add_argument("--paths", type=int, default=8, metavar="N",
+                       help="imagined paths drawn (default 8; 0: none): the dynamics unrolled from real positions "
+                            "under the actions taken, beside the real path")
+    embed.add_argument("--unroll", type=int, default=None, metavar="K",
+                       help="steps of each imagined path (default the run's targets.unroll_steps)")
     embed.set_defaults(func=_embed)
 
     report = sub.add_parser("report", help="write one static HTML page with a run's curves, pictures and config",
