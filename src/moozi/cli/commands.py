@@ -57,12 +57,28 @@ def _match(args: argparse.Namespace) -> int:
     _log_console()
     result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
                        seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate,
-                       modules=args.modules)
+                       modules=args.modules, games=args.games)
     if args.json:
         print(json.dumps(result))
     else:
-        print(_match_table(result))
+        print(_single_table(result) if "paired_difference" in result else _match_table(result))
     return 0
+
+
+def _single_table(r: dict) -> str:
+    """A single-player match in a few lines (``--json`` prints everything)."""
+    def ret(x):
+        return f"{x['mean']:.2f} [{x['low']:.2f}, {x['high']:.2f}] (min {x['min']:g}, max {x['max']:g})"
+
+    d = r["paired_difference"]
+    lines = [f"{r['game']}: {_count(r['games'], 'game')} each, the same starting states (seed {r['seed']})",
+             f"A = {r['a']['id']}: {ret(r['a_return'])}", f"B = {r['b']['id']}: {ret(r['b_return'])}",
+             f"A - B, paired (95% bootstrap): {d['value']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]; A better in "
+             f"{d['better']}, worse in {d['worse']}, tied in {d['ties']}; sign test p = {d['p_value']:.3g}"]
+    if "gate" in r:
+        lines.append(f"gate (paired): {'A passes' if r['gate']['decision'] == 'accept' else 'A fails'}")
+    lines += [f"{r['wall_s']:.1f} s; records: {r['records']}"]
+    return "\n".join(lines)
 
 
 def _match_table(r: dict) -> str:

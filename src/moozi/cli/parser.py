@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
                           "repeatable")
     match.add_argument("--pairs", type=int, default=100, help="pairs of games (default 100)")
+    match.add_argument("--games", type=int, default=None,
+                       help="single-player games: each agent plays this many games (default 100) from the same "
+                            "starting states; the paired difference of returns gets a bootstrap interval and a "
+                            "sign test")
     match.add_argument("--opening-plies", type=int, default=2,
                        help="random plies played before the players take over, the same in both games of a pair "
                             "(default 2)")

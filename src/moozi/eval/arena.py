@@ -314,9 +314,10 @@ def _pair_scores(records: list[GameRecord]) -> list[float]:
 
 def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening_plies: int = 2, seed: int = 0,
               batch: int = 256, records: str | None = None, pool_file: str | None = None,
-              gate: dict | None = None, modules: tuple = ()) -> dict:
+              gate: dict | None = None, modules: tuple = (), games: int | None = None) -> dict:
     """``moozi match``: build both players and the game, play (until ``gate`` decides, with one), write the
-    records; the summary."""
+    records; the summary. A single-player game plays ``games`` games (default 100) of each agent on the same
+    starting states instead (:mod:`moozi.eval.single`)."""
     import datetime
     import logging
     from pathlib import Path
@@ -334,6 +335,10 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
                           "rating pool; play a separate match for ratings")
     name, kwargs, modules = game_of([a, b], game, modules)
     import_modules(modules)
+    if not _is_two_player(name, kwargs):
+        return _single_player_match(a, b, games, seed, records, pool_file, gate)
+    if games is not None:
+        raise ConfigError(f"--games {games}: {name} is a two-player game, played in pairs: give --pairs")
     size = max(2, min(2 * pairs, batch - batch % 2))
     t0 = time.perf_counter()
     pool = make_pool(name, size, seed=seed, modules=modules, **kwargs)
@@ -371,6 +376,43 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
         logging.getLogger("moozi").warning(
             "only %.0f%% of the games are distinct (deterministic players, or a small game): raise --opening-plies "
             "or give a player temp= or eps= so that the games count as independent", 100 * out["distinct_games"])
+    return out
+
+
+def _is_two_player(name: str, kwargs: dict) -> bool:
+    from moozi.envs import make_env
+
+    env = make_env(name, **kwargs)
+    try:
+        return bool(env.spec.two_player)
+    finally:
+        env.close()
+
+
+def _single_player_match(a: str, b: str, games: int | None, seed: int, records, pool_file, gate) -> dict:
+    """A single-player game's match: both agents on the same games; the records hold each game's two returns."""
+    import datetime
+    from pathlib import Path
+
+    from moozi.config import ConfigError
+    from moozi.eval.single import single_player_match
+
+    if pool_file:
+        raise ConfigError("--pool: a rating pool holds two-player games; a single-player game's agents are ranked "
+                          "by their returns (`moozi ratings` over single-player match records is not supported)")
+    t0 = time.perf_counter()
+    out = single_player_match(a, b, games or 100, seed, gate)
+    out["wall_s"] = time.perf_counter() - t0
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = Path(records) if records else Path("matches") / f"match-{stamp}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    returns = out.pop("returns")
+    lines = [json.dumps({k: out[k] for k in ("game", "seed", "a", "b")})]
+    lines += [json.dumps({"game": i, "a": float(x), "b": float(y)}) for i, (x, y) in enumerate(zip(*returns))]
+    from moozi.files import write_atomic
+
+    write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"), "the match records")
+    out["records"] = str(path)
     return out
 
 

@@ -1,0 +1,62 @@
+"""Judging single-player games: two agents on the same starting states, their paired difference."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from moozi.cli.main import main
+from moozi.config import ConfigError
+from moozi.eval import single
+from moozi.eval.single import paired_difference, paired_returns
+
+
+def test_paired_difference_golden():
+    d = paired_difference(np.array([3.0, 1.0, 2.0, 5.0]), np.array([1.0, 1.0, 0.0, 4.0]))
+    assert d["value"] == pytest.approx(1.25) and (d["better"], d["worse"], d["ties"]) == (3, 0, 1)
+    assert d["p_value"] == pytest.approx(0.25)  # 3 against 0: 2 / 2^3
+    assert d["low"] <= 1.25 <= d["high"] and 0.0 <= d["low"] and d["high"] <= 2.0  # within the differences' range
+    same = paired_difference(np.array([4.0, 7.0]), np.array([4.0, 7.0]))
+    assert (same["value"], same["low"], same["high"], same["p_value"], same["ties"]) == (0.0, 0.0, 0.0, 1.0, 2)
+
+
+def test_both_agents_start_every_game_alike(monkeypatch):
+    """The same agent twice on the same seed plays the same games, across chunks (here of 4), random moves
+    included (half its moves); another seed plays others."""
+    monkeypatch.setattr(single, "CHUNK", 4)
+    weak = "zoo:cartpole-v1,sims=1,eps=0.5"
+    first, spec, env = paired_returns(weak, 6, seed=3)
+    again, _, _ = paired_returns(weak, 6, seed=3)
+    assert first.shape == (6,) and np.array_equal(first, again) and env.name == "gymnax:CartPole-v1"
+    assert len(set(first.tolist())) > 1  # the games differ from each other
+    assert spec["settings"] == {"eps": 0.5, "sims": 1} and spec["id"].endswith(",eps=0.5,sims=1")
+    other, _, _ = paired_returns(weak, 6, seed=4)
+    assert not np.array_equal(first, other)
+
+
+def test_match_on_a_single_player_game(tmp_path, capsys):
+    records = tmp_path / "m.jsonl"
+    assert main(["match", "zoo:cartpole-v1", "zoo:cartpole-v1,sims=1", "--games", "6", "--records", str(records),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    d = out["paired_difference"]
+    assert out["games"] == 6 and {"value", "low", "high", "p_value"} <= set(d) and d["low"] <= d["value"] <= d["high"]
+    assert out["a_return"]["mean"] - out["b_return"]["mean"] == pytest.approx(d["value"])
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    assert len(lines) == 7 and lines[0]["a"]["id"] == out["a"]["id"]
+    assert sum(x["a"] - x["b"] for x in lines[1:]) / 6 == pytest.approx(d["value"])
+    assert main(["match", "zoo:cartpole-v1", "zoo:cartpole-v1,sims=1", "--games", "2", "--gate", "fixed"]) == 0
+    assert "gate (paired): A" in capsys.readouterr().out
+    assert main(["match", "zoo:cartpole-v1", "os-mcts-10", "--games", "2"]) == 2
+    assert "a single-player game is judged between trained agents" in capsys.readouterr().err
+    assert main(["match", "zoo:cartpole-v1", "zoo:cartpole-v1", "--games", "2", "--gate", "sprt"]) == 2
+    assert "give --gate fixed" in capsys.readouterr().err
+    assert main(["match", "zoo:connect4-v1", "random", "--games", "4"]) == 2
+    assert "give --pairs" in capsys.readouterr().err
+
+
+def test_a_player_of_another_game_is_refused():
+    with pytest.raises(ConfigError, match="was trained on gymnax:CartPole-v1, not gymnax:Freeway-MinAtar"):
+        paired_returns("zoo:cartpole-v1", 2, 0, game="gymnax:Freeway-MinAtar")
