@@ -60,3 +60,26 @@ def test_match_on_a_single_player_game(tmp_path, capsys):
 def test_a_player_of_another_game_is_refused():
     with pytest.raises(ConfigError, match="was trained on gymnax:CartPole-v1, not gymnax:Freeway-MinAtar"):
         paired_returns("zoo:cartpole-v1", 2, 0, game="gymnax:Freeway-MinAtar")
+
+
+def test_gating_and_play_best_on_a_single_player_game(tmp_path, capsys):
+    """gating.every_checkpoints on CartPole: the newest checkpoint against best on paired games (2 x max_pairs),
+    best follows the accepted ones, and acting.play_best plays it; a sequential gate is refused by name."""
+    from moozi.checkpoint import list_checkpoints
+    from tests.helpers import TINY
+
+    run = tmp_path / "cp"
+    argv = ["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "output.checkpoint_every_minutes=0.0001",
+            "gating.every_checkpoints=1", "gating.method=fixed", "gating.max_pairs=2", "gating.max_share=0.9",
+            "acting.play_best=true"]
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    gated = [r for r in rows if "gate/accepted" in r]
+    assert gated and all(r["gate/games"] == 4 and "gate/difference" in r for r in gated)
+    assert list_checkpoints(run / "checkpoints" / "best") and list((run / "gating").glob("*-vs-*.jsonl"))
+    accepted = [r for r in gated if r["gate/accepted"] == 1.0]
+    assert all(r["gate/difference_low"] > 0 for r in accepted)
+    capsys.readouterr()
+    assert main(["train", "--preset", "cartpole", "--run-dir", str(tmp_path / "x"), *TINY,
+                 "gating.every_checkpoints=1"]) == 2
+    assert "gating.method = 'sprt': gymnax:CartPole-v1 is single-player" in capsys.readouterr().err

@@ -55,8 +55,9 @@ class TournamentConfig:
 
 @dataclass(frozen=True)
 class GatingConfig:
-    """Gating during training (two-player games; off by default, as MuZero updates continuously): the
-    newest checkpoint plays the current ``best`` and replaces it only when a test says it is stronger.
+    """Gating during training (off by default, as MuZero updates continuously): the newest checkpoint plays the
+    current ``best`` and replaces it only when a test says it is stronger. Single-player games: ``method``
+    ``fixed`` only, meaning the paired test of returns over ``2 * max_pairs`` games from the same starts.
 
     every_checkpoints: after every this-many periodic checkpoints, gate the
       newest one (0: never). With gating on, ``checkpoints/best`` is the

@@ -26,10 +26,13 @@ def check_judges(config, spec) -> None:
     ConfigError naming the field)."""
     from moozi.config import ConfigError
 
-    for key, why in (("tournament", "its test return is its rating"), ("gating", "its best is chosen by test returns")):
-        if getattr(config, key).every_checkpoints and not spec.two_player:
-            raise ConfigError(f"{key}.every_checkpoints > 0 needs a two-player game; {spec.name} is single-player "
-                              f"({why}). Set {key}.every_checkpoints = 0")
+    if config.tournament.every_checkpoints and not spec.two_player:
+        raise ConfigError(f"tournament.every_checkpoints > 0 needs a two-player game; {spec.name} is single-player "
+                          "(its test return is its rating). Set tournament.every_checkpoints = 0")
+    if config.gating.every_checkpoints and not spec.two_player and config.gating.method != "fixed":
+        raise ConfigError(f"gating.method = {config.gating.method!r}: {spec.name} is single-player, gated on the paired "
+                          "difference of returns over 2 x gating.max_pairs games (accepted when its 95% interval lies "
+                          "above 0). Allowed for it: fixed")
     if config.grading.every_checkpoints:
         from moozi.eval.solver import CONNECT_FOUR_GAMES
 
@@ -42,6 +45,22 @@ def check_judges(config, spec) -> None:
     if config.acting.play_best and not (config.gating.every_checkpoints or config.grading.keep_best):
         raise ConfigError("acting.play_best plays the best network, but nothing chooses it by strength: set "
                           "gating.every_checkpoints > 0 or grading.keep_best = true (with grading.every_checkpoints)")
+
+
+def _gate_row(m: dict) -> tuple[dict, str, float]:
+    """A gate's metrics, its log words and the number ``best`` records: a two-player gate's score after its pairs,
+    or a single-player gate's paired difference of returns over its games (``gate/difference``)."""
+    if "paired_difference" in m:
+        d = m["paired_difference"]
+        m["gate"]["measure"] = "paired difference"
+        return ({"gate/difference": d["value"], "gate/difference_low": d["low"], "gate/games": float(m["games"])},
+                f"after {m['games']} games each, paired difference {d['value']:+.2f} [{d['low']:+.2f}, "
+                f"{d['high']:+.2f}]", d["value"])
+    gate = m["gate"]
+    row = {"gate/score": m["score"]["value"], "gate/pairs": float(gate["pairs_used"])}
+    if "llr" in gate:
+        row["gate/llr"] = gate["llr"]
+    return row, f"after {gate['pairs_used']} pairs, score {m['score']['value']:.3f}", m["score"]["value"]
 
 
 class CheckpointHooks:
@@ -179,18 +198,14 @@ class CheckpointHooks:
             self.gating_s += time.monotonic() - t0
         gate = m["gate"]
         accepted = gate["decision"] == "accept"
-        row = {"gate/accepted": float(accepted), "gate/score": m["score"]["value"],
-               "gate/pairs": float(gate["pairs_used"]), "gate/seconds": time.monotonic() - t0,
-               "gate/share": self.gating_s / max(counters["wall_s"], 1.0),
-               "gate/best_updates": float(newest if accepted else best_updates)}
-        if "llr" in gate:
-            row["gate/llr"] = gate["llr"]
+        row, said, score = _gate_row(m)
+        row.update({"gate/accepted": float(accepted), "gate/seconds": time.monotonic() - t0,
+                    "gate/share": self.gating_s / max(counters["wall_s"], 1.0),
+                    "gate/best_updates": float(newest if accepted else best_updates)})
         self.metrics.write(_with_counters(row, counters), step=counters["env_steps"])
-        log.info("gate: update %d against best (update %d): %s after %d pairs, score %.3f", newest, best_updates,
-                 gate["decision"], gate["pairs_used"], m["score"]["value"])
+        log.info("gate: update %d against best (update %d): %s %s", newest, best_updates, gate["decision"], said)
         if accepted:
-            self._keep_best(newest, {**gate, "score": m["score"]["value"], "against": best_updates,
-                                      "records": m["records"]})
+            self._keep_best(newest, {**gate, "score": score, "against": best_updates, "records": m["records"]})
 
     def _keep_best(self, updates: int, gate: dict) -> None:
         """Copy checkpoint ``updates``'s published params to ``checkpoints/best`` with the gate's (or the
@@ -205,5 +220,5 @@ class CheckpointHooks:
             log.warning("the gated params (update %d) were not kept as best: %s", updates, e)
             return
         how = {"first": "first", "graded": f"graded, {100 * gate.get('mistake_rate', 0):.1f}% mistakes"}.get(
-            gate["decision"]) or f"gated in, score {gate['score']:.3f} against update {gate['against']}"
+            gate["decision"]) or f"gated in, {gate.get('measure', 'score')} {gate['score']:.3f} against update {gate['against']}"
         log.info("best params: update %d (%s)", updates, how)

@@ -60,11 +60,16 @@ def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentCon
 def gate_checkpoint(run_dir, updates: int, best_updates: int, cfg, seed: int) -> dict:
     """The newest checkpoint (``updates``) against the current best (``best_updates``) with ``cfg``'s gate
     (a :class:`~moozi.config.GatingConfig`); the match summary with its ``gate`` result. The games are
-    recorded under ``RUN/gating/`` and never enter the rating pool."""
-    from moozi.eval.arena import run_match
+    recorded under ``RUN/gating/`` and never enter the rating pool. A single-player game plays
+    ``2 * max_pairs`` games of each from the same starting states and accepts when the paired difference's 95%
+    interval lies above 0 (``method`` must be ``fixed``)."""
+    from moozi.eval.arena import _is_two_player, run_match
     from moozi.eval.gating import gate_spec
+    from moozi.run_dir import load_run_config
 
     records = Path(run_dir) / "gating" / f"{updates}-vs-{best_updates}.jsonl"
     gate = gate_spec(cfg.method, cfg.elo0, cfg.elo1, cfg.alpha, cfg.beta, cfg.margin, cfg.threshold)
+    env = load_run_config(run_dir).env
+    games = None if _is_two_player(env.name, env.kwargs) else 2 * cfg.max_pairs  # single-player: paired games
     return run_match(f"{run_dir}@{updates}", f"{run_dir}@best", pairs=cfg.max_pairs, opening_plies=cfg.opening_plies,
-                     seed=seed, records=str(records), gate=gate)
+                     seed=seed, records=str(records), gate=gate, games=games)
