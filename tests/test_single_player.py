@@ -83,3 +83,24 @@ def test_gating_and_play_best_on_a_single_player_game(tmp_path, capsys):
     assert main(["train", "--preset", "cartpole", "--run-dir", str(tmp_path / "x"), *TINY,
                  "gating.every_checkpoints=1"]) == 2
     assert "gating.method = 'sprt': gymnax:CartPole-v1 is single-player" in capsys.readouterr().err
+
+
+def test_single_player_agents_ranked_by_return(tmp_path, capsys):
+    """`moozi match --pool` on a single-player game keeps each agent's return per starting state; `moozi ratings`
+    ranks the agents by mean return, each with the paired difference against the leader (a start played twice
+    counts once)."""
+    pool = tmp_path / "pool.jsonl"
+    strong, weak = "zoo:cartpole-v1", "zoo:cartpole-v1,sims=1,eps=0.5"
+    for _ in range(2):
+        assert main(["match", strong, weak, "--games", "4", "--pool", str(pool), "--records",
+                     str(tmp_path / "m.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["ratings", str(pool), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    first, second = table["players"]
+    assert table["single_player"] and first["games"] == second["games"] == 4
+    assert first["return"] == 500.0 and second["return"] < 500.0 and "vs_leader" not in first
+    v = second["vs_leader"]
+    assert v["games"] == 4 and v["value"] == pytest.approx(second["return"] - 500.0) and v["low"] <= v["value"]
+    assert main(["ratings", str(pool)]) == 0
+    assert "single-player agents by mean return" in capsys.readouterr().out

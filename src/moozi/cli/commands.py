@@ -180,8 +180,21 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _ratings(args: argparse.Namespace) -> int:
-    from moozi.eval.ratings import ratings_table, read_pool
+    from moozi.eval.ratings import ratings_table, read_pool, returns_table
 
+    if not read_pool(args.pools) and read_pool(args.pools, returns=True):  # single-player agents: by return
+        table = returns_table(read_pool(args.pools, returns=True), game=args.game)
+        if args.json:
+            print(json.dumps(table))
+            return 0
+        width = max(len(r["player"]) for r in table["players"])
+        print(f"{table['game']}: single-player agents by mean return (95% intervals); paired difference against "
+              "the first over the games both played")
+        for r in table["players"]:
+            v = r.get("vs_leader")
+            vs = f"  {v['value']:+.2f} [{v['low']:+.2f}, {v['high']:+.2f}] p {v['p_value']:.3g}" if v else ""
+            print(f"{r['player']:<{width}}  {r['return']:9.2f}  [{r['low']:9.2f}, {r['high']:9.2f}]  {r['games']:5d}{vs}")
+        return 0
     table = ratings_table(read_pool(args.pools), anchor=args.anchor, game=args.game)
     if args.json:
         print(json.dumps(table))

@@ -397,9 +397,6 @@ def _single_player_match(a: str, b: str, games: int | None, seed: int, records, 
     from moozi.config import ConfigError
     from moozi.eval.single import single_player_match
 
-    if pool_file:
-        raise ConfigError("--pool: a rating pool holds two-player games; a single-player game's agents are ranked "
-                          "by their returns (`moozi ratings` over single-player match records is not supported)")
     t0 = time.perf_counter()
     out = single_player_match(a, b, games or 100, seed, gate)
     out["wall_s"] = time.perf_counter() - t0
@@ -413,6 +410,16 @@ def _single_player_match(a: str, b: str, games: int | None, seed: int, records, 
 
     write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"), "the match records")
     out["records"] = str(path)
+    if pool_file:  # each agent's return per starting state; `moozi ratings` ranks them by return
+        if gate is not None:
+            raise ConfigError("--gate with --pool: gating games are chosen by a rule, so they never enter a pool")
+        Path(pool_file).parent.mkdir(parents=True, exist_ok=True)
+        with open(pool_file, "a") as f:
+            for who, rs in (("a", returns[0]), ("b", returns[1])):
+                for i, r in enumerate(rs):
+                    f.write(json.dumps({"player": out[who]["id"], "return": float(r), "start": f"{seed}:{i}",
+                                        "game": out["game"], "source": f"match-{stamp}"}) + "\n")
+        out["pool"] = str(pool_file)
     return out
 
 

@@ -113,9 +113,10 @@ def fit_ratings(games, anchor: str, prior_sd: float = 1000.0, first_move: bool =
     )
 
 
-def read_pool(paths) -> list[dict]:
+def read_pool(paths, returns: bool = False) -> list[dict]:
     """Games of rating pool files (JSON lines ``{first, second, score_first, ...}``); a run directory
-    stands for its ``ratings/games.jsonl``. Lines that are not games (headers) are skipped."""
+    stands for its ``ratings/games.jsonl``. Lines that are not games (headers) are skipped. With ``returns``:
+    the single-player entries instead (``{player, return, start, game}``, one per agent and game)."""
     import json
     from pathlib import Path
 
@@ -135,9 +136,44 @@ def read_pool(paths) -> list[dict]:
                 g = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ConfigError(f"{path}:{n} is not JSON ({err})") from None
-            if {"first", "second", "score_first"} <= set(g):
+            if returns and {"player", "return", "start"} <= set(g):
+                games.append(g)
+            elif not returns and {"first", "second", "score_first"} <= set(g):
                 games.append(g)
     return games
+
+
+def returns_table(entries: list[dict], game: str | None = None) -> dict:
+    """Single-player agents ranked by mean return over the starts each played (an agent that played a start
+    twice counts it once), with 95% intervals; each row also has the paired difference against the leader over
+    the starts both played (:func:`moozi.eval.single.paired_difference`)."""
+    import numpy as np
+
+    from moozi.config import ConfigError
+    from moozi.eval.evaluate import mean_interval
+    from moozi.eval.single import paired_difference
+
+    kinds = sorted({e.get("game") for e in entries} - {None})
+    if game is not None:
+        entries = [e for e in entries if e.get("game") == game]
+    elif len(kinds) > 1:
+        raise ConfigError(f"the pool holds games of {len(kinds)} kinds ({', '.join(kinds)}): choose one with --game")
+    by: dict[str, dict[str, float]] = {}
+    for e in entries:
+        by.setdefault(e["player"], {})[str(e["start"])] = float(e["return"])
+    if not by:
+        raise ConfigError("the pool holds no single-player games" + (f" of {game}" if game else ""))
+    order = sorted(by, key=lambda p: -float(np.mean(list(by[p].values()))))
+    rows = []
+    for name in order:
+        mean, low, high = mean_interval(list(by[name].values()))
+        row = {"player": name, "return": mean, "low": low, "high": high, "games": len(by[name])}
+        common = sorted(set(by[name]) & set(by[order[0]]))
+        if name != order[0] and len(common) > 1:
+            d = paired_difference(np.array([by[name][k] for k in common]), np.array([by[order[0]][k] for k in common]))
+            row["vs_leader"] = {**{k: d[k] for k in ("value", "low", "high", "p_value")}, "games": len(common)}
+        rows.append(row)
+    return {"game": game or (kinds[0] if kinds else None), "single_player": True, "players": rows}
 
 
 def ratings_table(games: list[dict], anchor: str = "random", game: str | None = None) -> dict:
