@@ -196,7 +196,7 @@ def test_tournaments_during_training(ttt_run, tmp_path, capsys):
     shutil.rmtree(run)
     assert main(["train", "--preset", "cartpole", "--run-dir", str(tmp_path / "cp"), "--minutes", "0.1",
                  "tournament.every_checkpoints=1"]) == 2
-    assert "needs a two-player game" in capsys.readouterr().err
+    assert "is single-player, judged between trained agents; ['random'] are not" in capsys.readouterr().err
 
 
 def test_ctrl_c_stops_cleanly_says_where_and_resume_says_from_where(tmp_path, capsys, monkeypatch):

@@ -62,18 +62,23 @@ def test_a_player_of_another_game_is_refused():
         paired_returns("zoo:cartpole-v1", 2, 0, game="gymnax:Freeway-MinAtar")
 
 
-def test_gating_and_play_best_on_a_single_player_game(tmp_path, capsys):
+def test_gating_tournaments_and_play_best_on_a_single_player_game(tmp_path, capsys):
     """gating.every_checkpoints on CartPole: the newest checkpoint against best on paired games (2 x max_pairs),
-    best follows the accepted ones, and acting.play_best plays it; a sequential gate is refused by name."""
+    best follows the accepted ones, and acting.play_best plays it; a sequential gate is refused by name.
+    tournament.every_checkpoints: the newest against earlier checkpoints on paired games, rated by return."""
     from moozi.checkpoint import list_checkpoints
     from tests.helpers import TINY
 
     run = tmp_path / "cp"
     argv = ["train", "--preset", "cartpole", "--run-dir", str(run), *TINY, "output.checkpoint_every_minutes=0.0001",
             "gating.every_checkpoints=1", "gating.method=fixed", "gating.max_pairs=2", "gating.max_share=0.9",
-            "acting.play_best=true"]
+            "acting.play_best=true", "tournament.every_checkpoints=1", "tournament.anchors=[]", "tournament.pairs=2",
+            "tournament.max_share=0.9"]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rated = [r for r in rows if "rating/latest" in r]
+    assert rated and all(r["rating/latest_low"] <= r["rating/latest"] <= r["rating/latest_high"] for r in rated)
+    assert any("rating/score_vs/previous_1" in r for r in rated)
     gated = [r for r in rows if "gate/accepted" in r]
     assert gated and all(r["gate/games"] == 4 and "gate/difference" in r for r in gated)
     assert list_checkpoints(run / "checkpoints" / "best") and list((run / "gating").glob("*-vs-*.jsonl"))

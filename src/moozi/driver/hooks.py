@@ -27,8 +27,13 @@ def check_judges(config, spec) -> None:
     from moozi.config import ConfigError
 
     if config.tournament.every_checkpoints and not spec.two_player:
-        raise ConfigError(f"tournament.every_checkpoints > 0 needs a two-player game; {spec.name} is single-player "
-                          "(its test return is its rating). Set tournament.every_checkpoints = 0")
+        from moozi.eval.players.registry import is_builtin, parse_player
+
+        built_in = [a for a in config.tournament.anchors if is_builtin(parse_player(a)[0])]
+        if built_in:
+            raise ConfigError(f"tournament.anchors = {list(config.tournament.anchors)}: {spec.name} is single-player, "
+                              f"judged between trained agents; {built_in} are not. Allowed for it: agent files, "
+                              "zoo:NAME, run folders, or [] (earlier checkpoints only)")
     if config.gating.every_checkpoints and not spec.two_player and config.gating.method != "fixed":
         raise ConfigError(f"gating.method = {config.gating.method!r}: {spec.name} is single-player, gated on the paired "
                           "difference of returns over 2 x gating.max_pairs games (accepted when its 95% interval lies "

@@ -31,9 +31,13 @@ def pool_path(run_dir) -> Path:
 
 def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentConfig, seed: int) -> dict:
     """Play the newest checkpoint (``updates``) against the anchors and the ``earlier`` checkpoints; metrics."""
-    from moozi.eval.arena import run_match
+    from moozi.eval.arena import _is_two_player, run_match
     from moozi.eval.ratings import ratings_table, read_pool
+    from moozi.run_dir import load_run_config
 
+    env = load_run_config(run_dir).env
+    if not _is_two_player(env.name, env.kwargs):
+        return _single_player_tournament(run_dir, updates, earlier, cfg, seed)
     t0 = time.perf_counter()
     me = f"{run_dir}@{updates}"
     # Metric names stay the same from one tournament to the next: anchors by name, earlier checkpoints by age.
@@ -54,6 +58,33 @@ def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentCon
     mine = next(r for r in table["players"] if r["player"] == my_id)
     out.update({"rating/latest": mine["rating"], "rating/latest_low": mine["low"], "rating/latest_high": mine["high"],
                 "rating/pool_games": float(table["games"]), "tournament/seconds": time.perf_counter() - t0})
+    return out
+
+
+def _single_player_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentConfig, seed: int) -> dict:
+    """A single-player game's tournament: the newest checkpoint and each opponent (trained anchors, earlier
+    checkpoints) on ``2 * pairs`` games from the same starting states; ``rating/latest`` is its mean return over
+    every start it played (the pool), ``rating/score_vs/NAME`` the paired difference against NAME."""
+    from moozi.eval.arena import run_match
+    from moozi.eval.ratings import read_pool, returns_table
+
+    t0 = time.perf_counter()
+    opponents = [(a, a.replace("/", "_").replace(":", "_")) for a in cfg.anchors]
+    opponents += [(f"{run_dir}@{u}", f"previous_{k}") for k, u in enumerate(reversed(earlier), 1)]
+    out: dict[str, float] = {}
+    my_id = None
+    for opp, name in opponents or [(f"{run_dir}@{updates}", None)]:  # none: the newest alone against itself
+        records = Path(run_dir) / "ratings" / "matches" / f"{updates}-vs-{name or 'itself'}.jsonl"
+        m = run_match(f"{run_dir}@{updates}", opp, seed=seed, records=str(records), pool_file=str(pool_path(run_dir)),
+                      games=2 * cfg.pairs)
+        my_id = m["a"]["id"]
+        if name is not None:
+            out[f"rating/score_vs/{name}"] = m["paired_difference"]["value"]
+    table = returns_table(read_pool([pool_path(run_dir)], returns=True))
+    mine = next(r for r in table["players"] if r["player"] == my_id)
+    out.update({"rating/latest": mine["return"], "rating/latest_low": mine["low"], "rating/latest_high": mine["high"],
+                "rating/pool_games": float(sum(r["games"] for r in table["players"])),
+                "tournament/seconds": time.perf_counter() - t0})
     return out
 
 
