@@ -49,13 +49,13 @@ def _test_settings(args: argparse.Namespace, simulations: bool = True):
 
 
 def _match(args: argparse.Namespace) -> int:
-    from moozi.eval.arena import run_match
     from moozi.eval.gating import gate_spec
+    from moozi.eval.single import match
 
     gate = None if not args.gate else gate_spec(args.gate, args.elo0, args.elo1, args.alpha, args.beta,
                                                  args.margin, args.threshold)
     _log_console()
-    result = run_match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
+    result = match(args.a, args.b, game=args.game, pairs=args.pairs, opening_plies=args.opening_plies,
                        seed=args.seed, batch=args.batch, records=args.records, pool_file=args.pool, gate=gate,
                        modules=args.modules, games=args.games)
     if args.json:

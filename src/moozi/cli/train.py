@@ -208,10 +208,11 @@ def _spent_budget(run_dir, budget: int | None) -> dict | None:
         _, record = find_latest(Path(run_dir) / "checkpoints", parts=["learner"], rejected=[])
     except CheckpointError:
         return None
-    meta = record["metadata"]  # the trainer's: counters and last_test (driver/trainer.py)
+    meta = record["metadata"]  # the trainer's: counters, last_test and size (driver/trainer.py)
     if meta["counters"]["env_steps"] < budget:
         return None
-    return {"run_dir": str(run_dir), **meta["counters"], **meta["last_test"]}
+    size = {"parameters": meta["size"]["parameters"], "memory_mb": meta["size"]["memory_mb"]} if "size" in meta else {}
+    return {"run_dir": str(run_dir), **meta["counters"], **meta["last_test"], **size}
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:

@@ -195,6 +195,7 @@ def announce(config, minutes: float | None, backend: str, run_dir, size: dict) -
     from moozi.observe.memory import run_resident_mb
 
     s = config.schedule
+    size["memory_mb"]["measured"], size["memory_mb"]["measured_of"] = run_resident_mb(run_dir)  # before the lines
     if config.learner.lr_decay_over == "budget" and minutes is None and s.max_env_steps is None:
         log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
                     "schedule.max_env_steps): the learning rate stays at its peak")
@@ -202,7 +203,6 @@ def announce(config, minutes: float | None, backend: str, run_dir, size: dict) -
              "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind, backend,
              config.distributed.train_workers)
     log.info("on %s", machine_line(record_machine(run_dir)))
-    size["memory_mb"]["measured"], size["memory_mb"]["measured_of"] = run_resident_mb(run_dir)
     log.info("%s", describe(size))
 
 

@@ -185,7 +185,7 @@ class Trainer:
         with_replay = c["checkpoints"] % self.config.output.replay_every_checkpoints == 0
         parts = self.fleet.states()
         c["checkpoints"] += 1
-        meta = {"counters": dict(c), "last_test": self.ctx.last_test, "config": self._config_dict}
+        meta = {"counters": dict(c), "last_test": self.ctx.last_test, "config": self._config_dict, "size": self.size}
         saved = self.learner_client.save(int(c["updates"]), parts, meta, with_replay)
         if saved is None:
             log.warning("the learner died while writing a checkpoint: it was restored from the last one instead")

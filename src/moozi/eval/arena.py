@@ -314,10 +314,9 @@ def _pair_scores(records: list[GameRecord]) -> list[float]:
 
 def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening_plies: int = 2, seed: int = 0,
               batch: int = 256, records: str | None = None, pool_file: str | None = None,
-              gate: dict | None = None, modules: tuple = (), games: int | None = None) -> dict:
-    """``moozi match``: build both players and the game, play (until ``gate`` decides, with one), write the
-    records; the summary. A single-player game plays ``games`` games (default 100) of each agent on the same
-    starting states instead (:mod:`moozi.eval.single`)."""
+              gate: dict | None = None, modules: tuple = ()) -> dict:
+    """``moozi match`` on a two-player game: build both players and the game, play (until ``gate`` decides, with
+    one), write the records; the summary (:func:`moozi.eval.single.match` also takes single-player games)."""
     import datetime
     import logging
     from pathlib import Path
@@ -335,18 +334,14 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
                           "rating pool; play a separate match for ratings")
     name, kwargs, modules = game_of([a, b], game, modules)
     import_modules(modules)
-    if not _is_two_player(name, kwargs):
-        return _single_player_match(a, b, games, seed, records, pool_file, gate)
-    if games is not None:
-        raise ConfigError(f"--games {games}: {name} is a two-player game, played in pairs: give --pairs")
     size = max(2, min(2 * pairs, batch - batch % 2))
     t0 = time.perf_counter()
     pool = make_pool(name, size, seed=seed, modules=modules, **kwargs)
     players = []
     try:
         if not pool.spec.two_player:
-            raise ConfigError(f"{name} is a single-player game: `moozi match` needs a two-player game "
-                              "(`moozi eval RUN` reports returns)")
+            raise ConfigError(f"{name} is a single-player game: run_match plays two-player games "
+                              "(moozi.eval.single.match plays both)")
         players = [make_player(a, name, seed=seed * 2 + 1, game_kwargs=kwargs),
                    make_player(b, name, seed=seed * 2 + 2, game_kwargs=kwargs)]
         gate_result = None
@@ -376,50 +371,6 @@ def run_match(a: str, b: str, game: str | None = None, pairs: int = 100, opening
         logging.getLogger("moozi").warning(
             "only %.0f%% of the games are distinct (deterministic players, or a small game): raise --opening-plies "
             "or give a player temp= or eps= so that the games count as independent", 100 * out["distinct_games"])
-    return out
-
-
-def _is_two_player(name: str, kwargs: dict) -> bool:
-    from moozi.envs import make_env
-
-    env = make_env(name, **kwargs)
-    try:
-        return bool(env.spec.two_player)
-    finally:
-        env.close()
-
-
-def _single_player_match(a: str, b: str, games: int | None, seed: int, records, pool_file, gate) -> dict:
-    """A single-player game's match: both agents on the same games; the records hold each game's two returns."""
-    import datetime
-    from pathlib import Path
-
-    from moozi.config import ConfigError
-    from moozi.eval.single import single_player_match
-
-    t0 = time.perf_counter()
-    out = single_player_match(a, b, games or 100, seed, gate)
-    out["wall_s"] = time.perf_counter() - t0
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = Path(records) if records else Path("matches") / f"match-{stamp}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    returns = out.pop("returns")
-    lines = [json.dumps({k: out[k] for k in ("game", "seed", "a", "b")})]
-    lines += [json.dumps({"game": i, "a": float(x), "b": float(y)}) for i, (x, y) in enumerate(zip(*returns))]
-    from moozi.files import write_atomic
-
-    write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"), "the match records")
-    out["records"] = str(path)
-    if pool_file:  # each agent's return per starting state; `moozi ratings` ranks them by return
-        if gate is not None:
-            raise ConfigError("--gate with --pool: gating games are chosen by a rule, so they never enter a pool")
-        Path(pool_file).parent.mkdir(parents=True, exist_ok=True)
-        with open(pool_file, "a") as f:
-            for who, rs in (("a", returns[0]), ("b", returns[1])):
-                for i, r in enumerate(rs):
-                    f.write(json.dumps({"player": out[who]["id"], "return": float(r), "start": f"{seed}:{i}",
-                                        "game": out["game"], "source": f"match-{stamp}"}) + "\n")
-        out["pool"] = str(pool_file)
     return out
 
 

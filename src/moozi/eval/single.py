@@ -13,6 +13,9 @@ Player strings: ``RUN[@CKPT]`` (a run, an agent file, ``zoo:NAME``) with ``,sims
 
 from __future__ import annotations
 
+import json
+import time
+
 import numpy as np
 
 from moozi.config import ConfigError
@@ -120,4 +123,63 @@ def single_player_match(a: str, b: str, games: int = 100, seed: int = 0, gate: d
            "a_return": summary(ra), "b_return": summary(rb), "paired_difference": diff, "returns": (ra, rb)}
     if gate is not None:
         out["gate"] = {"method": "paired", "decision": "accept" if diff["low"] > 0 else "reject", "games": games}
+    return out
+
+
+def match(a: str, b: str, game: str | None = None, pairs: int = 100, opening_plies: int = 2, seed: int = 0,
+          batch: int = 256, records: str | None = None, pool_file: str | None = None, gate: dict | None = None,
+          modules: tuple = (), games: int | None = None) -> dict:
+    """``moozi match A B``: a two-player game's paired games (:func:`moozi.eval.arena.run_match`), or on a
+    single-player game ``games`` games (default 100) of each agent from the same starting states."""
+    from moozi.envs.pool import import_modules
+    from moozi.eval.arena import game_of, run_match
+
+    name, kwargs, mods = game_of([a, b], game, modules)
+    import_modules(mods)
+    if not is_two_player(name, kwargs):
+        return _single_player_match(a, b, games, seed, records, pool_file, gate)
+    if games is not None:
+        raise ConfigError(f"--games {games}: {name} is a two-player game, played in pairs: give --pairs")
+    return run_match(a, b, game=game, pairs=pairs, opening_plies=opening_plies, seed=seed, batch=batch,
+                     records=records, pool_file=pool_file, gate=gate, modules=modules)
+
+
+def is_two_player(name: str, kwargs: dict) -> bool:
+    from moozi.envs import make_env
+
+    env = make_env(name, **kwargs)
+    try:
+        return bool(env.spec.two_player)
+    finally:
+        env.close()
+
+
+def _single_player_match(a: str, b: str, games: int | None, seed: int, records, pool_file, gate) -> dict:
+    """A single-player game's match: both agents on the same games; the records hold each game's two returns."""
+    import datetime
+    from pathlib import Path
+
+    t0 = time.perf_counter()
+    out = single_player_match(a, b, games or 100, seed, gate)
+    out["wall_s"] = time.perf_counter() - t0
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = Path(records) if records else Path("matches") / f"match-{stamp}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    returns = out.pop("returns")
+    lines = [json.dumps({k: out[k] for k in ("game", "seed", "a", "b")})]
+    lines += [json.dumps({"game": i, "a": float(x), "b": float(y)}) for i, (x, y) in enumerate(zip(*returns))]
+    from moozi.files import write_atomic
+
+    write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"), "the match records")
+    out["records"] = str(path)
+    if pool_file:  # each agent's return per starting state; `moozi ratings` ranks them by return
+        if gate is not None:
+            raise ConfigError("--gate with --pool: gating games are chosen by a rule, so they never enter a pool")
+        Path(pool_file).parent.mkdir(parents=True, exist_ok=True)
+        with open(pool_file, "a") as f:
+            for who, rs in (("a", returns[0]), ("b", returns[1])):
+                for i, r in enumerate(rs):
+                    f.write(json.dumps({"player": out[who]["id"], "return": float(r), "start": f"{seed}:{i}",
+                                        "game": out["game"], "source": f"match-{stamp}"}) + "\n")
+        out["pool"] = str(pool_file)
     return out

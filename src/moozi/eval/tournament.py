@@ -31,12 +31,13 @@ def pool_path(run_dir) -> Path:
 
 def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentConfig, seed: int) -> dict:
     """Play the newest checkpoint (``updates``) against the anchors and the ``earlier`` checkpoints; metrics."""
-    from moozi.eval.arena import _is_two_player, run_match
+    from moozi.eval.arena import run_match
     from moozi.eval.ratings import ratings_table, read_pool
+    from moozi.eval.single import is_two_player
     from moozi.run_dir import load_run_config
 
     env = load_run_config(run_dir).env
-    if not _is_two_player(env.name, env.kwargs):
+    if not is_two_player(env.name, env.kwargs):
         return _single_player_tournament(run_dir, updates, earlier, cfg, seed)
     t0 = time.perf_counter()
     me = f"{run_dir}@{updates}"
@@ -65,8 +66,8 @@ def _single_player_tournament(run_dir, updates: int, earlier: list[int], cfg: To
     """A single-player game's tournament: the newest checkpoint and each opponent (trained anchors, earlier
     checkpoints) on ``2 * pairs`` games from the same starting states; ``rating/latest`` is its mean return over
     every start it played (the pool), ``rating/score_vs/NAME`` the paired difference against NAME."""
-    from moozi.eval.arena import run_match
     from moozi.eval.ratings import read_pool, returns_table
+    from moozi.eval.single import match
 
     t0 = time.perf_counter()
     opponents = [(a, a.replace("/", "_").replace(":", "_")) for a in cfg.anchors]
@@ -75,8 +76,8 @@ def _single_player_tournament(run_dir, updates: int, earlier: list[int], cfg: To
     my_id = None
     for opp, name in opponents or [(f"{run_dir}@{updates}", None)]:  # none: the newest alone against itself
         records = Path(run_dir) / "ratings" / "matches" / f"{updates}-vs-{name or 'itself'}.jsonl"
-        m = run_match(f"{run_dir}@{updates}", opp, seed=seed, records=str(records), pool_file=str(pool_path(run_dir)),
-                      games=2 * cfg.pairs)
+        m = match(f"{run_dir}@{updates}", opp, seed=seed, records=str(records), pool_file=str(pool_path(run_dir)),
+                  games=2 * cfg.pairs)
         my_id = m["a"]["id"]
         if name is not None:
             out[f"rating/score_vs/{name}"] = m["paired_difference"]["value"]
@@ -94,13 +95,13 @@ def gate_checkpoint(run_dir, updates: int, best_updates: int, cfg, seed: int) ->
     recorded under ``RUN/gating/`` and never enter the rating pool. A single-player game plays
     ``2 * max_pairs`` games of each from the same starting states and accepts when the paired difference's 95%
     interval lies above 0 (``method`` must be ``fixed``)."""
-    from moozi.eval.arena import _is_two_player, run_match
     from moozi.eval.gating import gate_spec
+    from moozi.eval.single import is_two_player, match
     from moozi.run_dir import load_run_config
 
     records = Path(run_dir) / "gating" / f"{updates}-vs-{best_updates}.jsonl"
     gate = gate_spec(cfg.method, cfg.elo0, cfg.elo1, cfg.alpha, cfg.beta, cfg.margin, cfg.threshold)
     env = load_run_config(run_dir).env
-    games = None if _is_two_player(env.name, env.kwargs) else 2 * cfg.max_pairs  # single-player: paired games
-    return run_match(f"{run_dir}@{updates}", f"{run_dir}@best", pairs=cfg.max_pairs, opening_plies=cfg.opening_plies,
+    games = None if is_two_player(env.name, env.kwargs) else 2 * cfg.max_pairs  # single-player: paired games
+    return match(f"{run_dir}@{updates}", f"{run_dir}@best", pairs=cfg.max_pairs, opening_plies=cfg.opening_plies,
                      seed=seed, records=str(records), gate=gate, games=games)
