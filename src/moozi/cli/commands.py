@@ -182,8 +182,9 @@ def _play(args: argparse.Namespace) -> int:
 def _ratings(args: argparse.Namespace) -> int:
     from moozi.eval.ratings import ratings_table, read_pool, returns_table
 
-    if not read_pool(args.pools) and read_pool(args.pools, returns=True):  # single-player agents: by return
-        table = returns_table(read_pool(args.pools, returns=True), game=args.game)
+    games, returns = read_pool(args.pools), read_pool(args.pools, returns=True)
+    if not games and returns:  # single-player agents: by return
+        table = returns_table(returns, game=args.game)
         if args.json:
             print(json.dumps(table))
             return 0
@@ -195,7 +196,7 @@ def _ratings(args: argparse.Namespace) -> int:
             vs = f"  {v['value']:+.2f} [{v['low']:+.2f}, {v['high']:+.2f}] p {v['p_value']:.3g}" if v else ""
             print(f"{r['player']:<{width}}  {r['return']:9.2f}  [{r['low']:9.2f}, {r['high']:9.2f}]  {r['games']:5d}{vs}")
         return 0
-    table = ratings_table(read_pool(args.pools), anchor=args.anchor, game=args.game)
+    table = ratings_table(games, anchor=args.anchor, game=args.game)
     if args.json:
         print(json.dumps(table))
         return 0

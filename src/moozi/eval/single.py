@@ -48,6 +48,7 @@ def single_player(text: str):
 def paired_returns(text: str, games: int, seed: int, game: str | None = None) -> tuple[np.ndarray, dict, dict]:
     """``(returns [games], the player's spec, its run's env config)`` over the games of :func:`chunk_seed`."""
     from moozi.eval.evaluate import agent_return, play
+    from moozi.eval.players.base import PlayerSpec
     from moozi.run_dir import run_identity
 
     run, checkpoint, settings, spec = single_player(text)
@@ -60,12 +61,9 @@ def paired_returns(text: str, games: int, seed: int, game: str | None = None) ->
         if game is not None and config.env.name != game:
             raise ConfigError(f"player {text!r} was trained on {config.env.name}, not {game}")
         returns += [agent_return(g.trajectory, g.agent_seat, False) for g in results]
-    updates = int(meta["counters"]["updates"])
-    settings_text = "".join(f",{k}={v}" for k, v in spec["settings"].items())
-    ident = f"{spec['kind']}:{run_identity(run)}@{updates}{settings_text}"
-    player = ("prior:" if spec["kind"] == "prior" else "") + f"{run}@{updates}{settings_text}"
-    return np.asarray(returns, np.float64), {"id": ident, "player": player, "kind": spec["kind"], "source": run,
-                                             "updates": updates, "settings": spec["settings"]}, config.env
+    player = PlayerSpec(spec["kind"], tuple(spec["settings"].items()), run, int(meta["counters"]["updates"]),
+                        run_identity(run))
+    return np.asarray(returns, np.float64), player.describe(), config.env
 
 
 def chunk_seed(seed: int, chunk: int) -> int:
@@ -175,11 +173,19 @@ def _single_player_match(a: str, b: str, games: int | None, seed: int, records, 
     if pool_file:  # each agent's return per starting state; `moozi ratings` ranks them by return
         if gate is not None:
             raise ConfigError("--gate with --pool: gating games are chosen by a rule, so they never enter a pool")
-        Path(pool_file).parent.mkdir(parents=True, exist_ok=True)
-        with open(pool_file, "a") as f:
-            for who, rs in (("a", returns[0]), ("b", returns[1])):
-                for i, r in enumerate(rs):
-                    f.write(json.dumps({"player": out[who]["id"], "return": float(r), "start": f"{seed}:{i}",
-                                        "game": out["game"], "source": f"match-{stamp}"}) + "\n")
+        for who, rs in (("a", returns[0]), ("b", returns[1])):
+            append_returns(pool_file, out[who]["id"], rs, seed, out["game"], f"match-{stamp}")
         out["pool"] = str(pool_file)
     return out
+
+
+def append_returns(pool_file, player_id: str, returns, seed: int, game: str, source: str) -> None:
+    """Append one agent's return per starting state (``{player, return, start, game, source}``, start
+    ``"SEED:I"``) to a pool file (append-only; :func:`moozi.eval.ratings.returns_table` reads it)."""
+    from pathlib import Path
+
+    Path(pool_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(pool_file, "a") as f:
+        for i, r in enumerate(returns):
+            f.write(json.dumps({"player": player_id, "return": float(r), "start": f"{seed}:{i}", "game": game,
+                                "source": source}) + "\n")

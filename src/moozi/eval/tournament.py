@@ -64,26 +64,26 @@ def run_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentCon
 
 def _single_player_tournament(run_dir, updates: int, earlier: list[int], cfg: TournamentConfig, seed: int) -> dict:
     """A single-player game's tournament: the newest checkpoint and each opponent (trained anchors, earlier
-    checkpoints) on ``2 * pairs`` games from the same starting states; ``rating/latest`` is its mean return over
-    every start it played (the pool), ``rating/score_vs/NAME`` the paired difference against NAME."""
+    checkpoints) on the same ``2 * pairs`` starting states (the newest plays them once); every return goes to
+    the pool; ``rating/latest`` is its mean return over every start it played, ``rating/score_vs/NAME`` the
+    paired difference against NAME."""
     from moozi.eval.ratings import read_pool, returns_table
-    from moozi.eval.single import match
+    from moozi.eval.single import append_returns, paired_difference, paired_returns
 
     t0 = time.perf_counter()
     opponents = [(a, a.replace("/", "_").replace(":", "_")) for a in cfg.anchors]
     opponents += [(f"{run_dir}@{u}", f"previous_{k}") for k, u in enumerate(reversed(earlier), 1)]
+    games, pool = 2 * cfg.pairs, pool_path(run_dir)
+    mine, me, env = paired_returns(f"{run_dir}@{updates}", games, seed)
+    append_returns(pool, me["id"], mine, seed, env.name, f"tournament-{updates}")
     out: dict[str, float] = {}
-    my_id = None
-    for opp, name in opponents or [(f"{run_dir}@{updates}", None)]:  # none: the newest alone against itself
-        records = Path(run_dir) / "ratings" / "matches" / f"{updates}-vs-{name or 'itself'}.jsonl"
-        m = match(f"{run_dir}@{updates}", opp, seed=seed, records=str(records), pool_file=str(pool_path(run_dir)),
-                  games=2 * cfg.pairs)
-        my_id = m["a"]["id"]
-        if name is not None:
-            out[f"rating/score_vs/{name}"] = m["paired_difference"]["value"]
-    table = returns_table(read_pool([pool_path(run_dir)], returns=True))
-    mine = next(r for r in table["players"] if r["player"] == my_id)
-    out.update({"rating/latest": mine["return"], "rating/latest_low": mine["low"], "rating/latest_high": mine["high"],
+    for opp, name in opponents:
+        theirs, spec, _ = paired_returns(opp, games, seed, env.name)
+        append_returns(pool, spec["id"], theirs, seed, env.name, f"tournament-{updates}")
+        out[f"rating/score_vs/{name}"] = paired_difference(mine, theirs, seed)["value"]
+    table = returns_table(read_pool([pool], returns=True))
+    row = next(r for r in table["players"] if r["player"] == me["id"])
+    out.update({"rating/latest": row["return"], "rating/latest_low": row["low"], "rating/latest_high": row["high"],
                 "rating/pool_games": float(sum(r["games"] for r in table["players"])),
                 "tournament/seconds": time.perf_counter() - t0})
     return out
