@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-all test-research lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/moozi demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks research examples
 
 # CI's tier: every module, every command and acting path once (10.1-11.8 min of pytest from a cold compile cache on the
 # slowest 2-core machine seen, 2026-11-27, with XLA's backend optimisations off for the tests (tests/conftest.py); 14.1
@@ -36,6 +36,10 @@ test: lint
 
 test-all: lint
 	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q
+
+# The lab's tests (research/: diagnosis scripts and card tools), outside CI and outside the wheel.
+test-research: lint
+	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q research/tests
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -56,7 +56,8 @@ def _episode(n, seed):
 
 
 def _bench(name: str):
-    """A script of benchmarks/ imported as a module (its functions tested with hand-computed answers)."""
+    """A script of benchmarks/ imported as a module (its functions tested with hand-computed answers; research/'s
+    scripts are tested in research/tests)."""
     spec = importlib.util.spec_from_file_location(f"moozi_bench_{name}",
                                                   Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)

@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _texts():
-    for folder in ("src", "docs", "tests", "benchmarks", "examples"):
+    for folder in ("src", "docs", "tests", "benchmarks", "research", "examples"):
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in (".py", ".md") and "egg-info" not in str(path):
                 yield path, path.read_text(encoding="utf-8", errors="replace")

@@ -228,7 +228,7 @@ def test_async_keeps_the_ratio_and_the_policy_lag(tmp_path):
 def build_reanalyze_parts(run_dir: str):
     """A learner whose replay holds two epochs of tiny CartPole episodes, its actor, a reanalyzer and the newest params.
 
-    Also used by benchmarks/reanalyze_conditioning.py.
+    Also used by research/reanalyze_conditioning.py.
     """
     from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
 
@@ -260,7 +260,7 @@ def reanalyze_parts(tmp_path_factory):
 # The Gumbel policy normalises the children's Q-values by their spread (max - min), which is
 # tiny when the children are about equally good, so the search policy is ill-conditioned: on
 # the CPU, scaling every parameter by 1 + 1e-7 (about one float32 ulp) moves root values by
-# 3e-7 and policies by up to 7.9e-3 (benchmarks/reanalyze_conditioning.py). The CPU's acting
+# 3e-7 and policies by up to 7.9e-3 (research/reanalyze_conditioning.py). The CPU's acting
 # and reanalyze programs round alike (1e-4 holds); on an H100 the two programs (other batch
 # shapes) did not: policies 6.1e-3 apart, the same with full-precision matmuls and
 # deterministic ops, root values within 1e-4. So an accelerator gets a looser bound on the

@@ -13,7 +13,6 @@ from moozi.config import ConfigError
 from moozi.eval.grade import CATEGORIES, STAGES, Position, category_of, grade_actions, load_positions, paired_grades, select
 from moozi.eval.solver import is_mistake, remaining_plies, result
 from moozi.eval.stats import sign_test
-from tests.helpers import _bench
 
 
 def test_remaining_plies_golden():
@@ -235,18 +234,3 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     assert main(["train", "--preset", "connect4", "--run-dir", run, "gating.every_checkpoints=1",
                  "grading.every_checkpoints=1", "grading.keep_best=true"]) == 2
     assert "both would choose" in capsys.readouterr().err
-
-
-@pytest.mark.extended  # CI runs offline_fit.py on a single-player run (tests/test_long_runs.py); this one trains its own
-def test_the_connect_four_diagnosis_scripts_read_a_run(tmp_path):
-    """The two diagnosis scripts of docs/results/connect4-alphazero-fix run on a tiny connect four run."""
-    from tests.helpers import TINY
-
-    run = tmp_path / "c4"
-    assert main(["train", "--preset", "connect4", "--run-dir", str(run), *TINY, "schedule.max_env_steps=80"]) == 0
-    read = _bench("value_vs_solver").read_network(str(run), per_category=1)
-    assert read["positions"] == 6 and set(read["value_by_result"]) <= {"win", "draw", "loss"}
-    assert sum(v["positions"] for v in read["value_by_result"].values()) == 6 and "all" in read["prior_mistakes"]
-    fitted = _bench("offline_fit").fit(run, updates=2, reports=1, overrides=["learner.l2_coef=0"])
-    assert [r["updates"] for r in fitted["rows"]] == [2] and fitted["rows"][0]["loss/l2"] == 0.0
-    assert fitted["replay_steps"] > 0 and 0.0 <= fitted["start_targets"].get("mean_peak", 0.0) <= 1.0

@@ -56,3 +56,12 @@ def test_no_test_module_imports_another():
                      [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             found += [f"{p.name}: {n}" for n in names if n.startswith("tests.test_")]
     assert not found, found
+
+
+def test_benchmarks_hold_only_what_a_user_runs():
+    """benchmarks/ keeps at most 12 scripts a user runs; the lab (diagnosis, card tools) is research/, which the
+    wheel does not package (issue 90)."""
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+    assert len(scripts) <= 12, scripts
+    assert (ROOT / "research" / "card_archive.py").is_file()
+    assert 'where = ["src"]' in (ROOT / "pyproject.toml").read_text()  # only src/ goes into the wheel

@@ -4,10 +4,7 @@ archive matches its record, and every relative link in the README and the guides
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -57,71 +54,3 @@ def test_the_readme_is_a_front_page():
     rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith(("| what", "| ---"))]
     assert 0 < len(rows) <= 12
     assert all("](docs/results/" in row for row in rows)  # each row links its card
-
-
-def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import card_archive
-
-    card = tmp_path / "docs" / "results" / "demo" / "seed1"
-    run = tmp_path / "runs" / "r0"
-    (run / "checkpoints" / "100").mkdir(parents=True)
-    (run / "tb").mkdir()
-    (run / "ratings").mkdir()
-    (run / "metrics.jsonl").write_text('{"env_steps": 5}\n')
-    (run / "ratings" / "games.jsonl").write_text("{}\n")
-    (run / "checkpoints" / "100" / "params.msgpack").write_bytes(b"weights")
-    (run / "tb" / "events.out.tfevents.1").write_bytes(b"tb")
-    (run / "plot.png").write_bytes(b"png")
-
-    record = card_archive.add_runs(card, [run], root=tmp_path)
-    assert record["archive"] == "results-data/demo__seed1.tar.xz"
-    assert record["files"] == ["r0/metrics.jsonl", "r0/ratings/games.jsonl"]
-    assert record["raw_bytes"] == len('{"env_steps": 5}\n') + 3
-    data = (tmp_path / record["archive"]).read_bytes()
-    assert record["bytes"] == len(data) and record["sha256"] == hashlib.sha256(data).hexdigest()
-    assert json.loads((card / "raw.json").read_text()) == record
-
-    # the same run again gives the same bytes; a second run is added beside it; a changed run replaces its folder
-    assert card_archive.add_runs(card, [run], root=tmp_path)["sha256"] == record["sha256"]
-    (run / "ratings" / "games.jsonl").unlink()
-    record = card_archive.add_runs(card, [run, run], names=["r0", "r1"], root=tmp_path)
-    assert record["files"] == ["r0/metrics.jsonl", "r1/metrics.jsonl"]
-
-    # an archive that does not match its record is never overwritten
-    (tmp_path / record["archive"]).write_bytes(b"broken")
-    with pytest.raises(SystemExit, match="does not match"):
-        card_archive.add_runs(card, [run], root=tmp_path)
-    assert (tmp_path / record["archive"]).read_bytes() == b"broken"
-
-
-def test_card_run_entry_writes_a_long_runs_entry_from_its_folder(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import card_run_entry
-
-    run = tmp_path / "runs" / "si"
-    run.mkdir(parents=True)
-    rows = [{"step": 100, "wall_s": 60.0, "env_steps": 100, "updates": 4, "perf/env_steps_per_s": 1.0},
-            {"step": 100, "wall_s": 66.0, "test/return_mean": 12.345, "test/return_min": 3.0, "test/return_max": 20.0},
-            {"step": 250, "wall_s": 150.0, "env_steps": 250, "updates": 10, "perf/env_steps_per_s": 1.0}]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3')  # a cut line
-    (run / "commands.txt").write_text("t0  moozi train A\n\nt1  moozi train A\n")
-    (run / "eval.json").write_text('{"games": 64, "return_mean": 84.0}')
-    card = tmp_path / "card"
-    card.mkdir()
-    old = {"run": "si", "overrides_why": "by hand", "status": "old"}
-    (card / "summary.json").write_text(json.dumps({"budget_env_steps": 1000, "runs": [{"run": "other"}, old]}))
-
-    entry = card_run_entry.write_entry(card, run, "sitting 2 done", {"code": "abc"}, {"eval_final": run / "eval.json"})
-    assert (entry["env_steps"], entry["updates"], entry["minutes"], entry["share_of_budget"]) == (250, 10, 2.5, 0.25)
-    assert entry["sittings"] == ["t0  moozi train A", "t1  moozi train A"]
-    assert entry[card_run_entry.TESTS_KEY] == [[100, 4, 1.1, 12.35, 3.0, 20.0]]  # updates from the training row
-    assert (entry["status"], entry["code"], entry["overrides_why"]) == ("sitting 2 done", "abc", "by hand")
-    assert entry["eval_final"]["return_mean"] == 84.0
-    summary = json.loads((card / "summary.json").read_text())
-    assert [r["run"] for r in summary["runs"]] == ["other", "si"] and summary["runs"][1] == entry
-
-    with pytest.raises(SystemExit, match="key=value"):
-        card_run_entry.main([str(card), str(run), "--status", "x", "--set", "novalue"])
-    with pytest.raises(SystemExit, match="no training records"):
-        card_run_entry.run_entry(tmp_path)

@@ -35,7 +35,7 @@ def normalize_hidden(hidden):
     The extremes are gathered at argmin/argmax rather than reduced with ``min``/``max``: JAX's gradient of a
     ``max`` divides by the number of elements equal to it, which is 0 (a NaN gradient) when XLA computes the
     operand twice and rounds the copies differently (seen with ``JAX_DISABLE_MOST_OPTIMIZATIONS``). Same value;
-    the same gradient to float rounding (``benchmarks/hidden_norm_ab.py``).
+    the same gradient to float rounding (``research/hidden_norm_ab.py``).
     """
     flat = hidden.reshape(hidden.shape[0], -1)
     lo = jnp.take_along_axis(flat, flat.argmin(axis=-1, keepdims=True), axis=-1)

@@ -17,7 +17,7 @@ learnt nothing one step ahead in 1,200 updates with the run's importance weights
 effective batch was about 14 of 128) or with uniform sampling, and saw rewards and deaths with
 ``--beta 0`` (``--foresight``: ``model_foresight.py``'s measures at each report).
 
-Usage: ``python benchmarks/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]
+Usage: ``python research/offline_fit.py RUN [--updates 1600] [--reports 8] [--set learner.l2_coef=0 ...]
 [--beta B] [--foresight] [--update-priorities] [--boost-setbacks F]``. Prints one line per report and a JSON line last.
 """
 

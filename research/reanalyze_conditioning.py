@@ -9,7 +9,7 @@ then with the same params scaled by (1 + eps) leaf by leaf, and prints the
 largest change of the root values and of the search policies (and how far
 the first reanalysis is from the stored search, 1e-4 on a CPU).
 
-Usage: ``.venv/bin/python benchmarks/reanalyze_conditioning.py [--eps 1e-6]``
+Usage: ``.venv/bin/python research/reanalyze_conditioning.py [--eps 1e-6]``
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/arena_checks.py --out docs/results/arena [--only seats cross ladder sprt]
+    .venv/bin/python research/arena_checks.py --out docs/results/arena [--only seats cross ladder sprt]
 
 * ``seats``: tic-tac-toe (pgx), 20,000 games each, no opening, seats swapped
   in every pair: random vs random (first-mover win / loss / draw against the
@@ -139,7 +139,7 @@ def sprt() -> dict:
 
 
 def markdown(res: dict) -> str:
-    lines = ["# Arena checks (benchmarks/arena_checks.py)", ""]
+    lines = ["# Arena checks (research/arena_checks.py)", ""]
     if "seats" in res:
         rr, pr = res["seats"]["random_vs_random"], res["seats"]["perfect_vs_random"]
         lines += ["## Seat and sign accounting, tic-tac-toe (pgx), 20,000 games each", "",

@@ -1,6 +1,6 @@
 """Does reanalyze pay? Env steps (and minutes) to a test-return target with and without it, over seeds.
 
-    python benchmarks/reanalyze_pays.py --preset cartpole --target 475 --seeds 0 1 2 \
+    python research/reanalyze_pays.py --preset cartpole --target 475 --seeds 0 1 2 \
         --fractions 0 0.5 --minutes 8 --max-env-steps 1000000
 
 Runs ``moozi train`` once per (seed, fraction), one after the other, alternating

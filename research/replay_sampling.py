@@ -8,7 +8,7 @@ steps, thesis target settings L=4, K=5, N=10) and times
 * ``sample(256)``: the same plus gathering the raw windows (targets are built
   later, inside the learner's jitted update).
 
-Run: ``python benchmarks/replay_sampling.py [--sizes 1000 100000] [--repeats 50]``.
+Run: ``python research/replay_sampling.py [--sizes 1000 100000] [--repeats 50]``.
 """
 
 from __future__ import annotations

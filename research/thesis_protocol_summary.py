@@ -12,7 +12,7 @@ interval); ``ppo`` keyed by game with the same fields, and ``ppo_gymnax_protocol
 gymnax's 1000-move protocol, beside gymnax's published figures). A run still under way has ``status`` "running"
 and no final (it counts in no aggregate).
 
-Usage: ``python benchmarks/thesis_protocol_summary.py [--runs runs] [--out docs/results/thesis-protocol/summary.json]
+Usage: ``python research/thesis_protocol_summary.py [--runs runs] [--out docs/results/thesis-protocol/summary.json]
 [--keep KEY ...]`` (``--keep``: top-level keys of the existing summary written by hand, kept as they are).
 """
 

@@ -9,7 +9,7 @@ own most likely move graded as a move.
 Found with it (docs/results/connect4-alphazero-fix): the AlphaZero-mode probe's value was 0.012 on
 every position, while its search graded 17% mistakes.
 
-Usage: ``python benchmarks/value_vs_solver.py RUN [RUN ...] [--per-category 200] [--checkpoint latest]``.
+Usage: ``python research/value_vs_solver.py RUN [RUN ...] [--per-category 200] [--checkpoint latest]``.
 Prints one JSON line per run.
 """
 

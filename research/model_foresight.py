@@ -31,7 +31,7 @@ Found with it (docs/results/minatar-replay-weights): the Asterix preset's model 
 ranked safe above fatal moves 0.345 of the time, predicted 0.003 for rewarded moves and 0.0026 for the
 rest, and its value was a constant (sd 0.007).
 
-Usage: ``python benchmarks/model_foresight.py RUN [RUN ...] [--steps 300] [--checkpoint latest]``; one JSON
+Usage: ``python research/model_foresight.py RUN [RUN ...] [--steps 300] [--checkpoint latest]``; one JSON
 line per run. ``make_probe`` / ``foresight`` are reused by ``offline_fit.py --foresight``.
 """
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/gif_cost.py --preset breakout --minutes 2 --rounds 2 --warmup 40
+    .venv/bin/python research/gif_cost.py --preset breakout --minutes 2 --rounds 2 --warmup 40
 
 Runs ``moozi train --preset P --minutes M testing.record_every=R`` for each R
 in turn (round-robin, so slow drift of the machine hits every setting alike),

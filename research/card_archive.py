@@ -7,7 +7,7 @@ rewrites the record. It takes a run's records, not its weights: metrics, logs, c
 machines, ratings, and the JSON/JSONL that evaluation commands wrote into the run folder; never
 ``checkpoints/`` or TensorBoard event files (the metrics hold the same numbers).
 
-Usage: ``python benchmarks/card_archive.py docs/results/CARD runs/RUN [runs/RUN2 ...]``
+Usage: ``python research/card_archive.py docs/results/CARD runs/RUN [runs/RUN2 ...]``
 (``--as NAME``: store a single run under another folder name; ``--list``: print the archive's files).
 """
 

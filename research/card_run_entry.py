@@ -8,7 +8,7 @@ as ``[env_steps, updates, minutes, mean, min, max]``. This rewrites that entry f
 (``overrides_why``, ``reading``, ...) unless given again, so the card's numbers come from the run and
 not from a copy.
 
-Usage: ``python benchmarks/card_run_entry.py docs/results/CARD runs/RUN --status "sitting 3 done"
+Usage: ``python research/card_run_entry.py docs/results/CARD runs/RUN --status "sitting 3 done"
 [--set key=value ...] [--eval NAME=runs/RUN/eval.json ...] [--as NAME]`` (``--eval`` stores the JSON
 line that ``moozi eval`` printed, saved to a file, under ``NAME``).
 """

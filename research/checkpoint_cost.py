@@ -16,7 +16,7 @@ before the write / read (Linux's high-water mark, reset at the start; moozi.obse
 a share of the buffer's preallocated size (the buffer read into is made resident first, so the read's peak is
 its own, not the buffer's pages being filled).
 
-Usage: ``python benchmarks/checkpoint_cost.py --preset breakout [--steps N] [--out FILE]``. Run it alone on
+Usage: ``python research/checkpoint_cost.py --preset breakout [--steps N] [--out FILE]``. Run it alone on
 an idle machine. Prints one JSON line per way, and a summary line.
 """
 

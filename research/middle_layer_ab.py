@@ -13,7 +13,7 @@ With ``--train-minutes M`` it also runs the whole training loop
 (``moozi train --preset breakout --minutes M``) once per tree, old first, and
 prints env steps/s and updates/s over the run (compilation included in both).
 
-Usage: ``.venv/bin/python benchmarks/middle_layer_ab.py [--old COMMIT] [--rounds 3] [--seconds 20]
+Usage: ``.venv/bin/python research/middle_layer_ab.py [--old COMMIT] [--rounds 3] [--seconds 20]
 [--train-minutes 0] [--skip-learner]``
 (default COMMIT: d89b030, the last commit before the reshape). The old tree
 is checked out with ``git worktree`` into a temporary folder.

@@ -14,7 +14,7 @@ move) without losing. No learning: a yardstick, not an agent. The scripted polic
 gymnax MinAtar is deterministic from its reset, so ``--random-move-prob 0`` plays one game ``--games`` times;
 the presets' tests take one random move in 100 (``0.01``).
 
-Usage: ``.venv/bin/python benchmarks/minatar_reference.py [--game space_invaders] [--horizon 20] [--games 32]
+Usage: ``.venv/bin/python research/minatar_reference.py [--game space_invaders] [--horizon 20] [--games 32]
 [--random-move-prob 0.01] [--seed 0]``; prints one JSON line (mean, 95% interval, min, max, moves per game).
 """
 

@@ -9,7 +9,7 @@ on one preset, what that costs: the learner's update and the train acting
 rollout compiled with each, timed in interleaved rounds on the same inputs,
 and how far the two updates' gradients are apart.
 
-Usage: ``python benchmarks/hidden_norm_ab.py [--preset breakout] [--rounds 6]``. Run it alone on an idle machine.
+Usage: ``python research/hidden_norm_ab.py [--preset breakout] [--rounds 6]``. Run it alone on an idle machine.
 Prints one JSON line: median ms per call and each variant's speed-up over the reductions (> 1: faster).
 """
 

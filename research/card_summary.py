@@ -5,7 +5,7 @@ or a ``raw.json`` (its raw runs: one ``results-data/*.tar.xz`` archive, with siz
 the archive and writes what every metrics file in it ends with: rows, env steps, updates, wall clock, the
 number of tests, the last and the best test return, and the machine where a ``machines.jsonl`` names it.
 
-Usage: ``python benchmarks/card_summary.py docs/results/CARD [...]`` (``--all``: every card without a
+Usage: ``python research/card_summary.py docs/results/CARD [...]`` (``--all``: every card without a
 summary.json; ``--force``: rewrite the ones this script wrote, never a benchmark's own).
 """
 
@@ -50,7 +50,7 @@ def summarize(card: Path) -> dict:
     title = next((line[2:].strip() for line in readme.read_text().splitlines() if line.startswith("# ")), None) \
         if readme.exists() else None
     out = {"card": str(card.relative_to(ROOT)), "title": title,
-           "generated_by": "benchmarks/card_summary.py from the card's archived raw runs"}
+           "generated_by": "research/card_summary.py from the card's archived raw runs"}
     record_path = card / "raw.json"
     if not record_path.exists():
         out["raw"] = None
