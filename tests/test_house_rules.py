@@ -65,3 +65,13 @@ def test_benchmarks_hold_only_what_a_user_runs():
     assert len(scripts) <= 12, scripts
     assert (ROOT / "research" / "card_archive.py").is_file()
     assert 'where = ["src"]' in (ROOT / "pyproject.toml").read_text()  # only src/ goes into the wheel
+
+
+def test_no_function_in_src_over_100_lines():
+    """A function longer than a screenful and a half is split (issue 90: build_parser was 343 lines)."""
+    long = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 100:
+                long[f"{path.relative_to(SRC)}:{node.name}"] = node.end_lineno - node.lineno + 1
+    assert not long, long

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
                                   "Start with `moozi demo`; `moozi COMMAND --help` says more.")
     parser.add_argument("--version", action="version", version=f"moozi {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _COMMANDS:
+        add(sub)
+    return parser
+
+
+def _add_demo(sub) -> None:
     demo = sub.add_parser("demo", help="train CartPole for 300,000 environment steps (about two minutes on 2 cores), "
                                        "evaluate it and say what it learned "
                                        "(--search: search tic-tac-toe positions with the exact model instead)")
@@ -63,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("overrides", nargs="*", help="config overrides for the training, section.key=value")
     demo.set_defaults(func=_demo)
 
+
+
+def _add_train(sub) -> None:
     train = sub.add_parser(
         "train", help="train an agent from a preset, or resume a run",
         description="Train an agent from a preset (`moozi presets` lists them), with KEY=VALUE overrides of its "
@@ -75,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(train)
     train.set_defaults(func=_train)
 
+
+
+def _add_eval(sub) -> None:
     ev = sub.add_parser("eval", help="play a trained agent against an opponent; prints one JSON line",
                         description="Play a checkpoint of a run (test planner, greedy moves) and "
                                     "print one JSON line: wins/draws/losses (two-player games, the agent taking "
@@ -101,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     _test_randomness(ev)
     ev.set_defaults(func=_eval)
 
+
+
+def _add_match(sub) -> None:
     match = sub.add_parser(
         "match", help="play two players against each other in pairs of games; W/D/L, score and Elo with intervals",
         description="Play PAIRS pairs of games between A and B: each pair starts from the same seeded random "
@@ -145,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--threshold", type=float, default=0.55, help="fixed: score to accept (default 0.55)")
     match.set_defaults(func=_match)
 
+
+
+def _add_gtp(sub) -> None:
     gtp = sub.add_parser(
         "gtp", help="speak the Go Text Protocol (v2 framing) on stdin/stdout for a player, any two-player game",
         description="A GTP engine for PLAYER (a run directory or any `moozi match` player): clear_board, play, "
@@ -158,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     gtp.add_argument("--seed", type=int, default=0)
     gtp.set_defaults(func=_gtp)
 
+
+
+def _add_play(sub) -> None:
     play = sub.add_parser("play", help="play against a trained agent (or any player) at the terminal",
                           description="Draws the board after every move; at the prompt give a move, or legal, undo, "
                                       "hint (the agent's search at your position) or quit.")
@@ -172,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=int, default=0)
     play.set_defaults(func=_play)
 
+
+
+def _add_serve(sub) -> None:
     serve = sub.add_parser("serve", help="a local web page to play a board game against an agent by clicking",
                            description="Starts a web server (127.0.0.1 unless --host) with a page where you play "
                                        "AGENT by clicking the board, see its search of each move, and start new "
@@ -189,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--seed", type=int, default=0)
     serve.set_defaults(func=_serve)
 
+
+
+def _add_ratings(sub) -> None:
     ratings = sub.add_parser(
         "ratings", help="fit ratings (Bradley-Terry with draws and a first-move term) to a pool of games",
         description="Fit Elo ratings with 95% intervals to every game in the pool files (written by "
@@ -199,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     ratings.add_argument("--json", action="store_true", help="print the table as one JSON line")
     ratings.set_defaults(func=_ratings)
 
+
+
+def _add_grade(sub) -> None:
     grade = sub.add_parser(
         "grade", help="a connect four player's mistake rate against perfect play, per position category",
         description="Play PLAYER (a run directory or any `moozi match` player) on a fixed benchmark of connect "
@@ -226,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "of each category from --seed")
     grade.set_defaults(func=_grade)
 
+
+
+def _add_sweep(sub) -> None:
     sweep = sub.add_parser(
         "sweep", help="strength against the search budget over a run's checkpoints (table and plot)",
         description="Play each checkpoint the run holds (or --checkpoints) at each simulation count (1: the prior "
@@ -243,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/sweeps)")
     sweep.set_defaults(func=_sweep)
 
+
+
+def _add_tune(sub) -> None:
     tune = sub.add_parser(
         "tune", help="a hyperparameter sweep or population-based training on Ray Tune; each trial a run directory",
         description="Train TRIALS runs of a preset for MINUTES each with values drawn from the --param forms "
@@ -266,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="fixed overrides for every trial")
     tune.set_defaults(func=_tune)
 
+
+
+def _add_watch(sub) -> None:
     watch = sub.add_parser("watch", help="play a trained agent and draw the games as an animated GIF",
                            description="Play episodes of a run's checkpoint (test planner, greedy moves) and write "
                                        "them as one GIF, each frame captioned with the step, the reward, the search "
@@ -284,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep only the first N frames (a smaller file; default: every frame)")
     watch.set_defaults(func=_watch)
 
+
+
+def _add_tree(sub) -> None:
     tree = sub.add_parser("tree", help="draw the search tree at one position, checked against the real game",
                           description="Search one position with the run's test planner and write the tree as SVG and "
                                       "DOT (DIR/trees/): per node visits, Q, prior, the model's predicted reward and "
@@ -305,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--out-dir", metavar="DIR", help="where to write (default RUN/trees)")
     tree.set_defaults(func=_tree)
 
+
+
+def _add_embed(sub) -> None:
     embed = sub.add_parser("embed", help="map the model's hidden states over test games to 2-D (t-SNE)",
                            description="Play test games, project every position's hidden state to 2-D with t-SNE and "
                                        "write a PNG coloured by the search value (or the step) and a TensorBoard "
@@ -325,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="steps of each imagined path (default the run's targets.unroll_steps)")
     embed.set_defaults(func=_embed)
 
+
+
+def _add_report(sub) -> None:
     report = sub.add_parser("report", help="write one static HTML page with a run's curves, pictures and config",
                             description="Write one self-contained HTML page (no server, images embedded) for one run "
                                         "or several (curves overlaid): learning curves against env steps and wall "
@@ -334,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", metavar="FILE.html", help="where to write (default: the first DIR/report.html)")
     report.set_defaults(func=_report)
 
+
+
+def _add_curves(sub) -> None:
     curves = sub.add_parser("curves", help="learning curves of runs over seeds beside published scores, as a PNG",
                             description="Draw the test return of runs (seeds of one game, or several games) against "
                                         "env steps and against wall clock, the mean over the runs of each game, and "
@@ -344,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     curves.add_argument("--title", default=None, help="a title above the panels")
     curves.set_defaults(func=_curves)
 
+
+
+def _add_baseline(sub) -> None:
     baseline = sub.add_parser(
         "baseline", help="train a model-free baseline (PPO, by rejax) on a MinAtar game under a named protocol",
         description="Train PPO with gymnax-blines' MinAtar recipe (the one behind gymnax's published figures) by "
@@ -364,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="where to write (default runs/ppo-GAME-PROTOCOL-sSEED)")
     baseline.set_defaults(func=_baseline)
 
+
+
+def _add_export(sub) -> None:
     export = sub.add_parser("export", help="write a trained run's agent to one file (NAME.moozi) that every "
                             "command taking a run also takes")
     export.add_argument("run_dir", metavar="DIR", help="a run directory written by `moozi train`")
@@ -372,15 +429,32 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--note", default=None, help="a line for the agent's card (e.g. its measured strength)")
     export.set_defaults(func=_export)
 
+
+
+def _add_zoo(sub) -> None:
     zoo = sub.add_parser("zoo", help="list the trained agents shipped with moozi (zoo:NAME wherever a run is taken)")
     zoo.add_argument("--json", action="store_true", help="print the zoo's index as one JSON object")
     zoo.set_defaults(func=_zoo)
 
+
+
+def _add_presets(sub) -> None:
     presets = sub.add_parser("presets", help="list the preset names")
     presets.set_defaults(func=_presets)
+
+
+
+def _add_envs(sub) -> None:
     envs = sub.add_parser("envs", help="list the registered environment names")
     envs.set_defaults(func=_envs)
-    return parser
+
+
+# Every command's arguments, in the order `moozi --help` lists them.
+_COMMANDS = (
+    _add_demo, _add_train, _add_eval, _add_match, _add_gtp, _add_play, _add_serve, _add_ratings, _add_grade,
+    _add_sweep, _add_tune, _add_watch, _add_tree, _add_embed, _add_report, _add_curves, _add_baseline,
+    _add_export, _add_zoo, _add_presets, _add_envs,
+)
 
 
 def _test_randomness(parser: argparse.ArgumentParser) -> None:
