@@ -1,14 +1,16 @@
-"""Put runs' records into a result card's compressed archive and keep its ``raw.json`` true.
+"""Archive runs' records beside a result card, one immutable file per run, and keep its ``raw.json`` true.
 
-A card's raw runs live in one ``results-data/*.tar.xz`` archive, recorded in the card's ``raw.json``
-(archive, files, bytes, sha256, raw_bytes); raw logs are never committed as plain text. This adds run
-folders to that archive (creating it when the card has none), replacing a folder of the same name, and
-rewrites the record. It takes a run's records, not its weights: metrics, logs, config, commands,
-machines, ratings, and the JSON/JSONL that evaluation commands wrote into the run folder; never
-``checkpoints/`` or TensorBoard event files (the metrics hold the same numbers).
+A card's raw runs live in ``results-data/*.tar.xz`` archives, recorded in the card's ``raw.json``; raw logs
+are never committed as plain text. Each run added becomes its own archive,
+``results-data/CARD__RUN.tar.xz``, written once and never rewritten (issue 90: one archive had 50 versions in
+git, most of the repository's size); the record lists every archive of the card (archive, files, bytes,
+sha256, raw_bytes). A card written before this rule has one record at the top level (``archive``, ...):
+it is kept as the first entry of ``archives``. It takes a run's records, not its weights: metrics, logs,
+config, commands, machines, ratings, and the JSON/JSONL that evaluation commands wrote into the run folder;
+never ``checkpoints/`` or TensorBoard event files (the metrics hold the same numbers).
 
 Usage: ``python research/card_archive.py docs/results/CARD runs/RUN [runs/RUN2 ...]``
-(``--as NAME``: store a single run under another folder name; ``--list``: print the archive's files).
+(``--as NAME``: archive a single run under another name; ``--list``: print the card's archived files).
 """
 
 from __future__ import annotations
@@ -37,20 +39,22 @@ def run_files(run: Path) -> list[Path]:
     return found
 
 
-def default_archive(card: Path, root: Path = ROOT) -> str:
-    """``docs/results/a/b`` -> ``results-data/a__b.tar.xz`` (the naming the existing cards use)."""
+def default_archive(card: Path, name: str, root: Path = ROOT) -> str:
+    """``docs/results/a/b`` and run ``r`` -> ``results-data/a__b__r.tar.xz``."""
     rel = card.resolve().relative_to((root / "docs" / "results").resolve())
-    return f"results-data/{'__'.join(rel.parts)}.tar.xz"
+    return f"results-data/{'__'.join([*rel.parts, name])}.tar.xz"
 
 
-def _read_archive(path: Path) -> dict[str, bytes]:
-    if not path.exists():
-        return {}
-    with tarfile.open(path, "r:xz") as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+def archives(record: dict) -> list[dict]:
+    """Every archive entry of a card's ``raw.json``: the ``archives`` list, or the one top-level record of a card
+    written before one archive per run."""
+    if "archives" in record:
+        return list(record["archives"])
+    return [{k: record[k] for k in ("archive", "files", "bytes", "sha256", "raw_bytes") if k in record}] \
+        if "archive" in record else []
 
 
-def _write_archive(path: Path, files: dict[str, bytes]) -> bytes:
+def archive_bytes(files: dict[str, bytes]) -> bytes:
     """A deterministic archive: sorted names, no owners, no timestamps (the same files give the same bytes)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
@@ -58,40 +62,44 @@ def _write_archive(path: Path, files: dict[str, bytes]) -> bytes:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
             tar.addfile(info, io.BytesIO(files[name]))
-    data = buffer.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)  # the old archive stays whole until the new one is complete
-    return data
+    return buffer.getvalue()
 
 
 def add_runs(card: Path, runs: list[Path], names: list[str] | None = None, root: Path = ROOT) -> dict:
-    """Add (or replace) each run folder in the card's archive and rewrite ``raw.json``; returns the record."""
+    """Archive each run folder in a new file beside the card and add it to ``raw.json``; returns the record.
+    An archive is never overwritten: a run already archived under that name fails, naming ``--as``."""
     names = names or [run.name for run in runs]
     if len(names) != len(runs):
         raise SystemExit("--as names one run only")
     record_path = card / "raw.json"
-    record = json.loads(record_path.read_text()) if record_path.exists() else {"archive": default_archive(card, root)}
-    archive = root / record["archive"]
-    if record_path.exists() and archive.exists() and \
-            hashlib.sha256(archive.read_bytes()).hexdigest() != record.get("sha256"):
-        raise SystemExit(f"{archive} does not match {record_path}; not touching either")
-    files = _read_archive(archive)
+    entries = archives(json.loads(record_path.read_text())) if record_path.exists() else []
+    for entry in entries:
+        data = (root / entry["archive"]).read_bytes() if (root / entry["archive"]).exists() else b""
+        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            raise SystemExit(f"{entry['archive']} does not match {record_path}; not touching either")
+    new = []
     for run, name in zip(runs, names):
         chosen = run_files(run)
         if not chosen:
             raise SystemExit(f"{run}: no run records found (metrics.jsonl, train.log, ...); is it a run folder?")
-        files = {k: v for k, v in files.items() if not k.startswith(name + "/")}
-        files.update({f"{name}/{rel.as_posix()}": (run / rel).read_bytes() for rel in chosen})
-    data = _write_archive(archive, files)
-    record.update(files=sorted(files), bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                  raw_bytes=sum(len(v) for v in files.values()))
-    ordered = {k: record[k] for k in ("archive", "files", "bytes", "sha256", "raw_bytes")}
-    ordered.update({k: v for k, v in record.items() if k not in ordered})
+        archive = default_archive(card, name, root)
+        if (root / archive).exists() or any(e["archive"] == archive for e in entries + new):
+            raise SystemExit(f"{archive} exists: archives are written once; name this run with --as NEWNAME")
+        files = {f"{name}/{rel.as_posix()}": (run / rel).read_bytes() for rel in chosen}
+        data = archive_bytes(files)
+        new.append({"archive": archive, "files": sorted(files), "bytes": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(), "raw_bytes": sum(len(v) for v in files.values()),
+                    "_data": data})
+    for entry in new:
+        path = root / entry["archive"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(entry.pop("_data"))
+        tmp.replace(path)
+    record = {"archives": entries + new}
     card.mkdir(parents=True, exist_ok=True)
-    record_path.write_text(json.dumps(ordered, indent=1) + "\n")
-    return ordered
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,13 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         record = json.loads((args.card / "raw.json").read_text())
-        print("\n".join(record["files"]))
+        print("\n".join(f"{e['archive']}: {f}" for e in archives(record) for f in e["files"]))
         return 0
     if not args.runs:
         parser.error("name at least one run folder")
     record = add_runs(args.card, args.runs, [args.name] if args.name else None)
-    print(f"{record['archive']}: {len(record['files'])} files, {record['raw_bytes']:,} bytes raw, "
-          f"{record['bytes']:,} compressed")
+    for entry in record["archives"][-len(args.runs):]:
+        print(f"{entry['archive']}: {len(entry['files'])} files, {entry['raw_bytes']:,} bytes raw, "
+              f"{entry['bytes']:,} compressed")
     return 0
 
 

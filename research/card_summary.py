@@ -1,7 +1,7 @@
 """A result card's ``summary.json`` from its archived raw runs (for cards whose benchmark wrote none).
 
 A card is a folder of ``docs/results`` with a ``README.md`` (question, command, commit, machine, result)
-or a ``raw.json`` (its raw runs: one ``results-data/*.tar.xz`` archive, with size and sha256). This reads
+or a ``raw.json`` (its raw runs: ``results-data/*.tar.xz`` archives, one per run, with size and sha256). This reads
 the archive and writes what every metrics file in it ends with: rows, env steps, updates, wall clock, the
 number of tests, the last and the best test return, and the machine where a ``machines.jsonl`` names it.
 
@@ -17,6 +17,9 @@ import json
 import sys
 import tarfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from card_archive import archives  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -55,28 +58,30 @@ def summarize(card: Path) -> dict:
     if not record_path.exists():
         out["raw"] = None
         return out
-    record = json.loads(record_path.read_text())
-    archive = ROOT / record["archive"]
-    data = archive.read_bytes()
-    if len(data) != record["bytes"] or hashlib.sha256(data).hexdigest() != record["sha256"]:
-        raise SystemExit(f"{archive} does not match {record_path} (size or sha256)")
-    out["raw"] = {k: record[k] for k in ("archive", "bytes", "sha256", "raw_bytes")}
+    entries = archives(json.loads(record_path.read_text()))
     runs, machines = [], set()
-    with tarfile.open(archive, "r:xz") as tar:
-        for member in tar.getmembers():
-            if not member.isfile() or not member.name.endswith(".jsonl"):
-                continue
-            lines = tar.extractfile(member).read().decode("utf-8", errors="replace").splitlines()
-            if member.name.endswith("machines.jsonl"):
-                for line in lines:
-                    try:
-                        machines.add(str(json.loads(line)["cpu"]))
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        continue
-                continue
-            summary = _metrics_summary(member.name, lines)
-            if summary:
-                runs.append(summary)
+    for entry in entries:
+        archive = ROOT / entry["archive"]
+        data = archive.read_bytes()
+        if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise SystemExit(f"{archive} does not match {record_path} (size or sha256)")
+        with tarfile.open(archive, "r:xz") as tar:
+            for member in tar.getmembers():
+                if not member.isfile() or not member.name.endswith(".jsonl"):
+                    continue
+                lines = tar.extractfile(member).read().decode("utf-8", errors="replace").splitlines()
+                if member.name.endswith("machines.jsonl"):
+                    for line in lines:
+                        try:
+                            machines.add(str(json.loads(line)["cpu"]))
+                        except (json.JSONDecodeError, KeyError, TypeError):
+                            continue
+                    continue
+                summary = _metrics_summary(member.name, lines)
+                if summary:
+                    runs.append(summary)
+    raw = [{k: e[k] for k in ("archive", "bytes", "sha256", "raw_bytes")} for e in entries]
+    out["raw"] = raw[0] if len(raw) == 1 else raw
     out["runs"] = runs
     if machines:
         out["machines"] = sorted(machines)

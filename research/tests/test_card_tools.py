@@ -24,24 +24,40 @@ def test_card_archive_adds_run_records_without_weights_and_keeps_the_record_true
     (run / "plot.png").write_bytes(b"png")
 
     record = card_archive.add_runs(card, [run], root=tmp_path)
-    assert record["archive"] == "results-data/demo__seed1.tar.xz"
-    assert record["files"] == ["r0/metrics.jsonl", "r0/ratings/games.jsonl"]
-    assert record["raw_bytes"] == len('{"env_steps": 5}\n') + 3
-    data = (tmp_path / record["archive"]).read_bytes()
-    assert record["bytes"] == len(data) and record["sha256"] == hashlib.sha256(data).hexdigest()
+    (entry,) = record["archives"]
+    assert entry["archive"] == "results-data/demo__seed1__r0.tar.xz"
+    assert entry["files"] == ["r0/metrics.jsonl", "r0/ratings/games.jsonl"]
+    assert entry["raw_bytes"] == len('{"env_steps": 5}\n') + 3
+    data = (tmp_path / entry["archive"]).read_bytes()
+    assert entry["bytes"] == len(data) and entry["sha256"] == hashlib.sha256(data).hexdigest()
     assert json.loads((card / "raw.json").read_text()) == record
+    assert card_archive.archive_bytes({"a": b"1", "b": b"2"}) == card_archive.archive_bytes({"b": b"2", "a": b"1"})
 
-    # the same run again gives the same bytes; a second run is added beside it; a changed run replaces its folder
-    assert card_archive.add_runs(card, [run], root=tmp_path)["sha256"] == record["sha256"]
-    (run / "ratings" / "games.jsonl").unlink()
-    record = card_archive.add_runs(card, [run, run], names=["r0", "r1"], root=tmp_path)
-    assert record["files"] == ["r0/metrics.jsonl", "r1/metrics.jsonl"]
-
-    # an archive that does not match its record is never overwritten
-    (tmp_path / record["archive"]).write_bytes(b"broken")
-    with pytest.raises(SystemExit, match="does not match"):
+    # an archive is written once: the same run again is refused; a second run is a new file beside it
+    with pytest.raises(SystemExit, match="written once"):
         card_archive.add_runs(card, [run], root=tmp_path)
-    assert (tmp_path / record["archive"]).read_bytes() == b"broken"
+    (run / "ratings" / "games.jsonl").unlink()
+    record = card_archive.add_runs(card, [run], names=["r1"], root=tmp_path)
+    assert [e["archive"] for e in record["archives"]] == ["results-data/demo__seed1__r0.tar.xz",
+                                                          "results-data/demo__seed1__r1.tar.xz"]
+    assert record["archives"][1]["files"] == ["r1/metrics.jsonl"]
+    assert (tmp_path / "results-data/demo__seed1__r0.tar.xz").read_bytes() == data  # untouched
+
+    # a card written before one archive per run keeps its archive as the first entry
+    old = tmp_path / "docs" / "results" / "old"
+    old.mkdir(parents=True)
+    (old / "raw.json").write_text(json.dumps({"archive": entry["archive"], "files": entry["files"],
+                                              "bytes": entry["bytes"], "sha256": entry["sha256"],
+                                              "raw_bytes": entry["raw_bytes"]}))
+    record = card_archive.add_runs(old, [run], names=["r2"], root=tmp_path)
+    assert [e["archive"] for e in record["archives"]] == [entry["archive"], "results-data/old__r2.tar.xz"]
+
+    # an archive that does not match its record is never overwritten, nor anything added beside it
+    (tmp_path / entry["archive"]).write_bytes(b"broken")
+    with pytest.raises(SystemExit, match="does not match"):
+        card_archive.add_runs(card, [run], names=["r3"], root=tmp_path)
+    assert (tmp_path / entry["archive"]).read_bytes() == b"broken"
+    assert not (tmp_path / "results-data/demo__seed1__r3.tar.xz").exists()
 
 
 def test_card_run_entry_writes_a_long_runs_entry_from_its_folder(tmp_path):
