@@ -106,3 +106,15 @@ def test_the_readme_is_a_front_page():
     rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith(("| what", "| ---"))]
     assert 0 < len(rows) <= 12
     assert all("](docs/results/" in row for row in rows)  # each row links its card
+
+
+def test_results_are_readable():
+    """Issue 90: a card at most 150 lines (sagas split into dated sub-cards), a summary.json at most 20 KB (curves
+    go to the archive), index rows at most 400 characters, and docs/results at most 2 MB in all."""
+    long = {str(p.relative_to(RESULTS)): n for p in RESULTS.rglob("README.md") if p != RESULTS / "README.md"
+            and (n := len(p.read_text().splitlines())) > 150}
+    assert long == {}
+    big = {str(p.relative_to(RESULTS)): p.stat().st_size for p in RESULTS.rglob("summary.json") if p.stat().st_size > 20_000}
+    assert big == {}
+    assert max(len(line) for line in (RESULTS / "README.md").read_text().splitlines()) <= 400
+    assert sum(p.stat().st_size for p in RESULTS.rglob("*") if p.is_file()) <= 2 * 1024**2
