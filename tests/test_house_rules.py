@@ -75,3 +75,13 @@ def test_no_function_in_src_over_100_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 100:
                 long[f"{path.relative_to(SRC)}:{node.name}"] = node.end_lineno - node.lineno + 1
     assert not long, long
+
+
+def test_preset_comments_are_a_header_and_a_link():
+    """A preset's comments: at most three lines, then the link to why each setting (docs/presets.md) and its
+    card; the measurement sagas live in docs/presets.md, one section per preset (issue 90)."""
+    guide = (ROOT / "docs" / "presets.md").read_text()
+    for path in sorted((SRC / "presets").glob("*.yaml")):
+        comments = [line for line in path.read_text().splitlines() if line.lstrip().startswith("#")]
+        assert len(comments) <= 4 and comments[-1].startswith(f"# Why each setting: docs/presets.md#{path.stem}"), path.name
+        assert f"\n## {path.stem}\n" in guide, path.name
