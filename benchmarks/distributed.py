@@ -175,7 +175,8 @@ def acting(args) -> list[dict]:
     from moozi.config import apply_overrides, config_from_dict, to_dict
     from moozi.driver.backend import Resources
     from moozi.driver.distributed import RayBackend
-    from moozi.driver.hosts import ActingHost, LearnerHost
+    from moozi.hosts.acting import ActingHost
+    from moozi.hosts.learner import LearnerHost
     from moozi.presets import load_preset
 
     config = config_from_dict(apply_overrides(load_preset(args.preset), list(args.overrides)))

@@ -230,7 +230,9 @@ def build_reanalyze_parts(run_dir: str):
 
     Also used by research/reanalyze_conditioning.py.
     """
-    from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
+    from moozi.hosts.acting import ActingHost
+    from moozi.hosts.learner import LearnerHost
+    from moozi.hosts.reanalyze import ReanalyzeHost
 
     cfg = to_dict(_config("targets.history_length=2", "planner.gumbel_scale=0.0", "acting.steps_per_epoch=20",
                           "reanalyze.envs=3", "replay.capacity=200"))
@@ -345,7 +347,9 @@ def test_two_player_reanalyze_searches_only_the_legal_moves(tmp_path):
     """Tic-tac-toe: the stored legal masks make the re-search with the acting params (no noise) reproduce the
     stored p* and v*, with no mass on occupied squares; without the masks it would differ. A run with
     reanalyze then goes through the local schedule."""
-    from moozi.driver.hosts import ActingHost, LearnerHost, ReanalyzeHost
+    from moozi.hosts.acting import ActingHost
+    from moozi.hosts.learner import LearnerHost
+    from moozi.hosts.reanalyze import ReanalyzeHost
 
     overrides = TINY + ["planner.dirichlet_fraction=0.0", "acting.steps_per_epoch=12", "reanalyze.envs=4",
                         "replay.capacity=200"]
@@ -572,7 +576,7 @@ def test_ray_multi_node_cluster_async_with_reanalyze(tmp_path):
 
 
 def test_a_component_refuses_a_driver_with_other_versions():
-    from moozi.driver.hosts import check_versions, versions
+    from moozi.hosts.common import check_versions, versions
 
     check_versions(versions())  # the same versions: fine
     with pytest.raises(RuntimeError, match=r"version mismatch on node .*: moozi .* here but 0\.0\.0 on the driver"):

@@ -96,4 +96,4 @@ def test_no_two_folders_import_each_other_and_lower_layers_never_reach_up():
 
 def test_the_walker_sees_an_import_inside_a_function():
     graph = import_graph()
-    assert "moozi.eval.perfect" in graph["moozi.driver.hosts"]  # imported inside ActingHost.__init__
+    assert "moozi.eval.perfect" in graph["moozi.hosts.acting"]  # imported inside ActingHost.__init__

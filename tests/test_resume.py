@@ -270,3 +270,28 @@ def test_a_diverging_run_stops_without_saving_the_non_finite_state(tmp_path, cap
         assert ckpt.step < at
         state, _ = load_checkpoint(ckpt.path, parts=["learner"])
         assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(state["learner"]["published"]))
+
+
+def test_a_run_in_progress_before_the_hosts_floor_continues(tmp_path, capsys):
+    """A --continue run whose first sitting was written at 6fffcff (tests/data/pre_issue90_cartpole: before the
+    hosted components, the checkpoint policy and the lab moved; issue 90) goes on with the same command from its
+    checkpoint at 8,848 env steps to its budget of 16,000."""
+    import json
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    from moozi.cli import main
+
+    run = tmp_path / "cartpole"
+    shutil.copytree(Path(__file__).parent / "data" / "pre_issue90_cartpole", run)
+    first = (run / "commands.txt").read_text().splitlines()[0]
+    argv = shlex.split(first.split("  ", 1)[1])[1:]  # the recorded command, without the date and "moozi"
+    argv[argv.index("--run-dir") + 1] = str(run)
+    argv[argv.index("--minutes") + 1] = "10"
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert (summary["env_steps"], summary["updates"]) == (16_000, 3_988)  # updates: 2,200 then 1,788 more
+    assert "resuming" in err and "at update 2,200 (8,848 env steps" in err
+    assert len((run / "commands.txt").read_text().splitlines()) == 2

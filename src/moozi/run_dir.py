@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from moozi.checkpoint import CheckpointError, checkpoint_name, list_checkpoints, load_checkpoint, load_latest
+from moozi.checkpoint.policy import BEST_DIR, KEPT_DIR
 from moozi.config import Config, ConfigError, config_from_dict
 from moozi.config.loading import load_yaml
 
-BEST_DIR = "best"  # checkpoints/best: the params with the best test score (testing.keep_best), or best-gated
-KEPT_DIR = "kept"  # checkpoints/kept: params every output.keep_every_updates, never pruned (for sweeps)
 IDENTITY = "run.json"  # the run's identity, written when it starts: {"id": ...}
 
 

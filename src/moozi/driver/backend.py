@@ -1,6 +1,6 @@
 """Where components run: the backend interface the schedules are written against, and the local backend.
 
-A backend hosts components (plain classes from :mod:`moozi.driver.hosts`,
+A backend hosts components (plain classes from :mod:`moozi.hosts`,
 built from plain data: a config dict and integers, never code or JAX arrays)
 and calls their methods:
 

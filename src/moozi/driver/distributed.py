@@ -1,6 +1,6 @@
 """The Ray backend: the only module that imports Ray (``pip install 'moozi[ray]'``).
 
-Each component (:mod:`moozi.driver.hosts`) becomes one Ray actor in one
+Each component (:mod:`moozi.hosts`) becomes one Ray actor in one
 placement group reserved up front (a request the cluster cannot satisfy
 fails within ``distributed.placement_timeout_s`` naming what is missing).
 A worker's XLA threads are limited to the CPUs it reserved (by its CPU affinity,

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from moozi.driver.backend import Resources, WorkerDied
-from moozi.driver.hosts import ActingHost, ReanalyzeHost
 from moozi.files import write_atomic
+from moozi.hosts.acting import ActingHost
+from moozi.hosts.reanalyze import ReanalyzeHost
 
 log = logging.getLogger("moozi")
 

@@ -1,14 +1,13 @@
 """The driver: one training run, written once against a backend.
 
-Components (:mod:`moozi.driver.hosts`) are hosted by a backend (:mod:`moozi.driver.backend`): in this process by
+Components (:mod:`moozi.hosts`) are hosted by a backend (:mod:`moozi.driver.backend`): in this process by
 default, or as Ray actors (``distributed.backend: ray``). The driver only moves small things: episodes from
 training workers to the learner, metrics, and references to published parameters; batches and priorities stay
 inside the learner. The schedules are :mod:`moozi.driver.sync_schedule` (``schedule.kind: sync``, the thesis's
 epochs, docs/architecture.md §1) and :mod:`moozi.driver.async_schedule` (IMPALA-style, under a rate limiter).
 
-Faults: a training, testing or reanalyze worker whose process dies is restarted (:mod:`moozi.driver.fleet`) and
-its segment in flight is lost whole (episodes are only handed over complete). A dead learner is restored from
-the last checkpoint (:mod:`moozi.driver.learner_client`).
+Faults: a dead training, testing or reanalyze worker is restarted (:mod:`moozi.driver.fleet`), its segment in
+flight lost whole; a dead learner is restored from the last checkpoint (:mod:`moozi.driver.learner_client`).
 """
 
 from __future__ import annotations
@@ -28,13 +27,14 @@ from moozi.driver.budget import Budget, announce, diverged_error, footprint, las
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks, check_judges
-from moozi.driver.hosts import LearnerHost, versions
 from moozi.driver.learner_client import LEARNER, LearnerClient
 from moozi.driver.ledger import Ledger
 from moozi.driver.rows import RowWriter
 from moozi.driver.sync_schedule import SyncSchedule
 from moozi.driver.testing import TestKeeper
 from moozi.errors import NonFiniteError
+from moozi.hosts.common import versions
+from moozi.hosts.learner import LearnerHost
 from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.metrics import MetricsWriter, iter_metrics, setup_logging
