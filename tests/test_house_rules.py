@@ -85,3 +85,11 @@ def test_preset_comments_are_a_header_and_a_link():
         comments = [line for line in path.read_text().splitlines() if line.lstrip().startswith("#")]
         assert len(comments) <= 4 and comments[-1].startswith(f"# Why each setting: docs/presets.md#{path.stem}"), path.name
         assert f"\n## {path.stem}\n" in guide, path.name
+
+
+def test_the_schedules_catch_no_death():
+    """A worker's or the learner's death is sorted out in one place (RunContext.collect, over a Pending record);
+    the schedules hold no ``except WorkerDied`` (issue 90)."""
+    found = [p.name for p in (SRC / "driver").glob("*_schedule.py") if "except WorkerDied" in p.read_text()]
+    assert sorted(p.name for p in (SRC / "driver").glob("*_schedule.py")) == ["async_schedule.py", "sync_schedule.py"]
+    assert not found, found

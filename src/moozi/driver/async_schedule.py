@@ -9,22 +9,21 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from moozi.driver.backend import WorkerDied
-from moozi.driver.learner_client import LEARNER
+from moozi.driver.context import Lost, Pending
 from moozi.driver.limiter import RateLimiter
 
 
 class AsyncSchedule:
     """The async loop over a :class:`~moozi.driver.context.RunContext`.
 
-    ``inflight``: each call in flight by its future, as ``(kind, (slot or None, version or positions), the
-    learner's generation when it was made)``; kind is act, store, learn, reanalyze or test.
+    ``inflight``: each call in flight by its future, as a :class:`~moozi.driver.context.Pending` whose ``info`` is
+    the version acted with (act) or the positions asked for (reanalyze).
     """
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.limiter = RateLimiter(ctx.config, ctx.ledger)
-        self.inflight: dict = {}
+        self.inflight: dict[object, Pending] = {}
         self.idle = {n for n, sl in ctx.fleet.slots.items() if sl.kind in ("train", "reanalyze")}
         self.ready = False
         self.segments = 0  # segments inserted by this invocation (an epoch: one per worker)
@@ -54,11 +53,11 @@ class AsyncSchedule:
                 if self._finish(fut, row):
                     on_row(row)
 
-    def _track(self, future, kind: str, info: tuple) -> None:
-        self.inflight[future] = (kind, info, self.ctx.learner.generation)
+    def _track(self, future, kind: str, slot=None, info=None) -> None:
+        self.inflight[future] = self.ctx.pending(future, kind, slot, info)
 
-    def _in_flight(self, kind: str) -> list:
-        return [info for k, info, _ in self.inflight.values() if k == kind]
+    def _in_flight(self, kind: str) -> list[Pending]:
+        return [call for call in self.inflight.values() if call.kind == kind]
 
     def _start_work(self) -> None:
         """Start what the limiter allows: segments of idle training workers, reanalyze batches owed, learner
@@ -71,38 +70,34 @@ class AsyncSchedule:
             if sl.handle is None:
                 continue
             if sl.kind == "train" and self.limiter.can_act(len(self._in_flight("act")), self.ready):
-                self._track(ctx.fleet.act(sl, ctx.acting_params()), "act", (sl, ctx.learner.version))
+                self._track(ctx.fleet.act(sl, ctx.acting_params()), "act", sl, ctx.learner.version)
                 self.idle.discard(name)
             elif sl.kind == "reanalyze" and self.ready and ctx.ledger.reanalyze_due() - sum(
-                    n for _, n in self._in_flight("reanalyze")) > 0:
+                    call.info for call in self._in_flight("reanalyze")) > 0:
                 target = ctx.reanalyze_target(reuse=True)
                 batch = ctx.learner.reanalyze_batch_later(per_call)
-                self._track(ctx.reanalyze_later(sl, target, batch), "reanalyze", (sl, per_call))
+                self._track(ctx.reanalyze_later(sl, target, batch), "reanalyze", sl, per_call)
                 self.idle.discard(name)
         while self.ready and self.limiter.can_learn(len(self._in_flight("learn")),
-                                                    [v for _, v in self._in_flight("act")], ctx.learner.version):
-            self._track(ctx.learner.train_and_publish_later(s.updates_per_call, s.batch_size, ctx.lr_scale()),
-                        "learn", (None, None))
+                                                    [call.info for call in self._in_flight("act")],
+                                                    ctx.learner.version):
+            self._track(ctx.learner.train_and_publish_later(s.updates_per_call, s.batch_size, ctx.lr_scale()), "learn")
         every, tester = ctx.config.testing.every, ctx.fleet.slots["tester"]
         if (every and ctx.counters["updates"] > 0 and ctx.counters["epochs"] >= self.test_due_epoch + every
                 and tester.handle is not None and not self._in_flight("test")):
             self.test_due_epoch = ctx.counters["epochs"]
-            self._track(ctx.test_later(), "test", (tester, 0))
+            self._track(ctx.test_later(), "test", tester)
 
     def _finish(self, fut, row: dict) -> bool:
         """Take a finished call's result into the counters and ``row``; False if its worker or the learner died."""
         ctx = self.ctx
-        kind, (sl, _), generation = self.inflight.pop(fut)
-        try:
-            result = ctx.backend.get(fut)
-        except WorkerDied as e:
-            if sl is None:  # a learner call: the learner died
-                ctx.learner.recover(e, generation)
-            else:  # the worker died, or the learner whose pending result it took as input
-                ctx.worker_failed(sl, e, generation)
-                if kind != "test":
-                    self.idle.add(sl.name)
-            if e.name == LEARNER:
+        call = self.inflight.pop(fut)
+        kind, sl = call.kind, call.slot
+        result = ctx.collect(call)  # a death is sorted out there: the worker restarted or the learner restored
+        if isinstance(result, Lost):
+            if sl is not None and kind != "test":
+                self.idle.add(sl.name)
+            if result.learner:
                 self.ready = ctx.ready()
             return False
         if kind == "act":
@@ -125,7 +120,7 @@ class AsyncSchedule:
         ctx = self.ctx
         episodes, metrics = result
         sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
-        self._track(ctx.insert(episodes, metrics, row), "store", (None, None))
+        self._track(ctx.insert(episodes, metrics, row), "store")
         self.idle.add(sl.name)
         self.segments += 1  # an epoch: one segment per worker (counted on, so a resumed run goes on)
         if self.segments % ctx.config.distributed.train_workers == 0:

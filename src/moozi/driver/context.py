@@ -1,11 +1,42 @@
 """What both schedules act on (the fleet, the learner, the ledger, test keeping) and the steps they share:
 handing episodes to the learner, the replay's readiness, one test dispatch and one reanalyze dispatch, and what a
-failed worker call means."""
+failed worker call means: every call in flight is a :class:`Pending` record, and :meth:`RunContext.collect` is
+where the schedules take a result, a worker's or the learner's death sorted out there (the schedules catch
+nothing)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from moozi.driver.backend import WorkerDied
 from moozi.driver.learner_client import LEARNER
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One call in flight. ``future``: the backend's; ``kind``: act, store, learn, reanalyze or test; ``slot``: the
+    worker slot running it (None: a learner call); ``generation``: the learner's when the call was made (a learner
+    death is recovered once per generation); ``info``: the schedule's own note (the version acted with, the
+    positions asked for)."""
+
+    future: Any
+    kind: str
+    slot: Any = None
+    generation: int = 0
+    info: Any = None
+
+
+@dataclass(frozen=True)
+class Lost:
+    """What :meth:`RunContext.collect` returns for a call whose worker or learner died (already sorted out)."""
+
+    error: WorkerDied
+
+    @property
+    def learner(self) -> bool:
+        """The learner died (it has been restored from its checkpoint, with that checkpoint's counters)."""
+        return self.error.name == LEARNER
 
 
 class RunContext:
@@ -24,6 +55,24 @@ class RunContext:
         self.last_test: dict[str, float] = {}
         self._tested_with = None
         self._target = None  # (learner generation, version) and the target params asked for then
+
+    def pending(self, future, kind: str, slot=None, info=None, generation: int | None = None) -> Pending:
+        """The record of a call just started (``generation``: the learner's now unless given)."""
+        return Pending(future, kind, slot, self.learner.generation if generation is None else generation, info)
+
+    def collect(self, call: Pending):
+        """The result of ``call``, or :class:`Lost` when its worker or the learner died: the one place the schedules'
+        calls meet a death. A learner call's death restores the learner; a worker call's restarts the worker, or,
+        when the call died of the learner's death (it took a pending learner result as input), restores the
+        learner and leaves the worker be."""
+        try:
+            return self.backend.get(call.future)
+        except WorkerDied as e:
+            if call.slot is None:
+                self.learner.recover(e, call.generation)
+            else:
+                self.worker_failed(call.slot, e, call.generation)
+            return Lost(e)
 
     def worker_failed(self, slot, error: WorkerDied, generation: int) -> None:
         """A worker's call failed with a death: the worker's own (restart it) or the learner's, whose pending
@@ -85,11 +134,9 @@ class RunContext:
         for _ in range(2):
             if slot.handle is None:
                 self.fleet.revive(block=True)
-            generation = self.learner.generation
-            try:
-                return dict(self.tested(self.backend.get(self.test_later(episodes))))
-            except WorkerDied as e:
-                self.worker_failed(slot, e, generation)
+            result = self.collect(self.pending(self.test_later(episodes), "test", slot))
+            if not isinstance(result, Lost):
+                return dict(self.tested(result))
         return {}
 
     # --- reanalyze --------------------------------------------------------------------------

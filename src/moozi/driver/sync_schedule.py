@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 import time
 
-from moozi.driver.backend import WorkerDied
-from moozi.driver.learner_client import LEARNER
+from moozi.driver.context import Lost
 
 
 class SyncSchedule:
@@ -49,14 +48,15 @@ class SyncSchedule:
         ctx = self.ctx
         ctx.fleet.revive(block=not ctx.fleet.live("train"))
         generation = ctx.learner.generation
-        futures = [(sl, ctx.fleet.act(sl, ctx.acting_params())) for sl in ctx.fleet.live("train")]
+        calls = [ctx.pending(ctx.fleet.act(sl, ctx.acting_params()), "act", sl, generation=generation)
+                 for sl in ctx.fleet.live("train")]
         stored = []
-        for sl, fut in futures:
-            try:
-                episodes, metrics = ctx.backend.get(fut)
-            except WorkerDied as e:
-                ctx.worker_failed(sl, e, generation)
+        for call in calls:
+            result = ctx.collect(call)
+            if isinstance(result, Lost):
                 continue
+            episodes, metrics = result
+            sl = call.slot
             sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))
             stored.append((ctx.insert(episodes, metrics, row), ctx.learner.generation))
         return stored
@@ -93,12 +93,12 @@ class SyncSchedule:
                 if not batch["ids"]:
                     return
                 due -= sum(int(t.last) + 1 for t in batch["trajectories"])
-                jobs.append((sl, ctx.reanalyze_later(sl, target, batch)))
-            for sl, fut in jobs:
-                try:
-                    ctx.reanalyzed(ctx.backend.get(fut), row)
-                except WorkerDied as e:
-                    ctx.worker_failed(sl, e, generation)
-                    if e.name == LEARNER:  # restored from its checkpoint: this epoch's reanalysis ends here
-                        return
-                    slots.remove(sl)
+                jobs.append(ctx.pending(ctx.reanalyze_later(sl, target, batch), "reanalyze", sl, generation=generation))
+            for call in jobs:
+                result = ctx.collect(call)
+                if not isinstance(result, Lost):
+                    ctx.reanalyzed(result, row)
+                elif result.learner:  # restored from its checkpoint: this epoch's reanalysis ends here
+                    return
+                else:
+                    slots.remove(call.slot)
