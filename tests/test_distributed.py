@@ -94,10 +94,11 @@ def test_per_role_gpus_set_each_components_resources_and_jax_memory():
     one with a share of a GPU takes memory as it needs it, up to that share."""
     from moozi.driver.distributed import _thread_env
     from moozi.driver.fleet import Fleet
+    from moozi.driver.record import RunRecord
 
     cfg = _config("distributed.train_worker_gpus=0.125", "distributed.test_worker_gpus=0.5",
                   "distributed.reanalyze_worker_gpus=1")
-    fleet = Fleet(LocalBackend(), cfg, {}, Path("."), None, {})
+    fleet = Fleet(LocalBackend(), RunRecord(cfg, {}, Path("."), None), {})
     assert {k: (r.cpus, r.gpus) for k, r in fleet.resources.items()} == {
         "train": (1.0, 0.125), "test": (1.0, 0.5), "reanalyze": (1.0, 1.0)}
     assert _thread_env(1, 0)["JAX_PLATFORMS"] == "cpu"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from moozi.config import Config, ConfigError
-from moozi.envs import UnknownEnvError, make_env
+from moozi.envs import EnvSpec, UnknownEnvError, make_env
 from moozi.envs.pool import import_modules, module_origins
 from moozi.model.history import stacked_channels
 from moozi.model.networks import build_model
@@ -18,11 +20,27 @@ def build_parts(config: Config):
         env = make_env(config.env.name, **config.env.kwargs)
     except UnknownEnvError as err:
         raise UnknownEnvError(_unknown_hint(config, err)) from None
-    spec = env.spec
+    return env, model_for(config, env.spec)
+
+
+def model_for(config: Config, spec: EnvSpec):
+    """The network a config asks for on a game whose spec is known: no game is built (the learner's and
+    reanalyze's part, given the spec the driver read once)."""
+    view = _mover_view(config, spec)
     num_actions = spec.num_actions + 1
     h, w, c = spec.observation_shape
     obs_shape = (h, w, stacked_channels(c, num_actions, config.targets.history_length))
-    return env, build_model(config.model, obs_shape, num_actions, _mover_view(config, spec))
+    return build_model(config.model, obs_shape, num_actions, view)
+
+
+def spec_data(spec: EnvSpec) -> dict:
+    """A game's spec as plain data (tuples and numbers), to cross a process boundary; :func:`spec_from_data` reads it."""
+    return dataclasses.asdict(spec)
+
+
+def spec_from_data(data: dict) -> EnvSpec:
+    """The :class:`EnvSpec` of :func:`spec_data`'s plain data (checked again on the way in)."""
+    return EnvSpec(**data)
 
 
 def _mover_view(config: Config, spec):

@@ -13,13 +13,13 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from moozi.driver.backend import Resources, WorkerDied
 from moozi.files import write_atomic
 from moozi.hosts.acting import ActingHost
 from moozi.hosts.reanalyze import ReanalyzeHost
+from moozi.parts import spec_data
 
 log = logging.getLogger("moozi")
 
@@ -56,18 +56,19 @@ def plan_slots(config) -> list[Slot]:
 class Fleet:
     """The worker slots of one run.
 
-    backend: hosts the workers. config, config_dict: the run's config (typed, and as the plain dict the hosts are
-    built from). run_dir: where ``workers.json`` goes. versions: the driver's library versions (a remote worker
-    checks its own against them; ``None`` locally). counters: the run's counters (``restarts`` is counted here).
+    backend: hosts the workers. run: the :class:`~moozi.driver.record.RunRecord` (its config; its plain data, which
+    the hosts are built from; its folder, where ``workers.json`` goes; the versions a remote worker checks its own
+    against, ``None`` locally). counters: the run's counters (``restarts`` is counted here).
     """
 
-    def __init__(self, backend, config, config_dict: dict, run_dir: Path, versions, counters: dict):
-        self.backend, self.config, self.config_dict = backend, config, config_dict
-        self.run_dir, self.versions, self.counters = Path(run_dir), versions, counters
+    def __init__(self, backend, run, counters: dict):
+        self.backend, self.config, self.config_dict = backend, run.config, run.data
+        self.run_dir, self.versions, self.counters = run.run_dir, run.versions, counters
+        self.spec_data = spec_data(run.spec) if run.spec is not None else None  # hosts read it, never build the game
         self.slots: dict[str, Slot] = {}
         self.placement: dict[str, dict] = {}
         self.placing: dict[str, Any] = {}  # restarted workers not yet placed: name -> their info future
-        d = config.distributed
+        d = run.config.distributed
         # Per slot kind: the workers' CPUs, and the GPUs (fractions) of that kind on Ray.
         self.resources = {kind: Resources(d.cpus_per_worker, float(gpus)) for kind, gpus in (
             ("train", d.train_worker_gpus), ("test", d.test_worker_gpus), ("reanalyze", d.reanalyze_worker_gpus))}
@@ -83,7 +84,8 @@ class Fleet:
     def spawn(self, slot: Slot, wait: bool = True) -> None:
         if slot.kind == "reanalyze":
             slot.handle = self.backend.spawn(slot.name, ReanalyzeHost, self.config_dict, slot.worker_id,
-                                             slot.incarnation, self.versions, resources=self.resources[slot.kind])
+                                             slot.incarnation, self.versions, self.spec_data,
+                                             resources=self.resources[slot.kind])
         else:
             slot.handle = self.backend.spawn(slot.name, ActingHost, self.config_dict, slot.kind, slot.worker_id,
                                              slot.incarnation, self.versions, resources=self.resources[slot.kind])

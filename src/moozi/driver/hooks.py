@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from moozi.checkpoint import CheckpointError
@@ -19,37 +18,6 @@ log = logging.getLogger("moozi")
 def _with_counters(row: dict, counters: dict) -> dict:
     """A hook's metrics row with the run's counters, so that it plots against env steps and wall clock."""
     return {**row, **{k: counters[k] for k in ("env_steps", "updates", "wall_s") if k in counters}}
-
-
-def check_judges(config, spec) -> None:
-    """Refuse a tournament, gate, grading or ``acting.play_best`` the run's game or settings cannot have (a
-    ConfigError naming the field)."""
-    from moozi.config import ConfigError
-
-    if config.tournament.every_checkpoints and not spec.two_player:
-        from moozi.eval.players.registry import is_builtin, parse_player
-
-        built_in = [a for a in config.tournament.anchors if is_builtin(parse_player(a)[0])]
-        if built_in:
-            raise ConfigError(f"tournament.anchors = {list(config.tournament.anchors)}: {spec.name} is single-player, "
-                              f"judged between trained agents; {built_in} are not. Allowed for it: agent files, "
-                              "zoo:NAME, run folders, or [] (earlier checkpoints only)")
-    if config.gating.every_checkpoints and not spec.two_player and config.gating.method != "fixed":
-        raise ConfigError(f"gating.method = {config.gating.method!r}: {spec.name} is single-player, gated on the paired "
-                          "difference of returns over 2 x gating.max_pairs games (accepted when its 95% interval lies "
-                          "above 0). Allowed for it: fixed")
-    if config.grading.every_checkpoints:
-        from moozi.eval.solver import CONNECT_FOUR_GAMES
-
-        if config.env.name not in CONNECT_FOUR_GAMES:
-            raise ConfigError(f"grading.every_checkpoints > 0 grades connect four ({', '.join(CONNECT_FOUR_GAMES)}), "
-                              f"not {config.env.name}. Set grading.every_checkpoints = 0")
-    if config.grading.keep_best and config.gating.every_checkpoints:
-        raise ConfigError("grading.keep_best with gating.every_checkpoints > 0: both would choose checkpoints/best; "
-                          "set one of them off")
-    if config.acting.play_best and not (config.gating.every_checkpoints or config.grading.keep_best):
-        raise ConfigError("acting.play_best plays the best network, but nothing chooses it by strength: set "
-                          "gating.every_checkpoints > 0 or grading.keep_best = true (with grading.every_checkpoints)")
 
 
 def _gate_row(m: dict) -> tuple[dict, str, float]:
@@ -71,13 +39,13 @@ def _gate_row(m: dict) -> tuple[dict, str, float]:
 class CheckpointHooks:
     """The gate, the grading and the tournament of one run, given their collaborators.
 
-    run_dir, config, config_dict: the run (the dict is what ``checkpoints/best`` records).
+    run: the :class:`~moozi.driver.record.RunRecord` (its plain data is what ``checkpoints/best`` records).
     metrics: the run's :class:`~moozi.observe.metrics.MetricsWriter` (one row per tournament or gate).
     save_best: ``(published, meta)`` -> keeps params as ``checkpoints/best`` (the learner's ``save_best``).
     """
 
-    def __init__(self, run_dir: Path, config, config_dict: dict, metrics, save_best: Callable[[dict, dict], Any]):
-        self.run_dir, self.config, self.config_dict = Path(run_dir), config, config_dict
+    def __init__(self, run, metrics, save_best: Callable[[dict, dict], Any]):
+        self.run_dir, self.config, self.config_dict = run.run_dir, run.config, run.data
         self.metrics, self.save_best = metrics, save_best
         self.tournament_s = 0.0  # seconds spent in tournaments (and gates) by this invocation
         self.gating_s = 0.0

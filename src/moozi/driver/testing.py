@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -21,7 +20,8 @@ log = logging.getLogger("moozi")
 class TestKeeper:
     """Drawing and best-keeping for one run's tests, given its collaborators.
 
-    run_dir, config, config_dict, spec: the run and its game's spec (to draw frames).
+    run: the :class:`~moozi.driver.record.RunRecord` (its folder, config, plain data and the game's spec, to draw
+    frames).
     metrics: the run's metrics writer (the TensorBoard image).
     save_best: ``(published, meta)`` -> keeps params as ``checkpoints/best`` (the learner's ``save_best``).
     tests: the run's test returns so far, oldest first (shared with the health verdict, which appends them).
@@ -29,9 +29,8 @@ class TestKeeper:
 
     __test__ = False  # not a pytest class, whatever imports it
 
-    def __init__(self, run_dir: Path, config, config_dict: dict, spec, metrics,
-                 save_best: Callable[[Any, dict], Any], tests: list[float]):
-        self.run_dir, self.config, self.config_dict, self.spec = Path(run_dir), config, config_dict, spec
+    def __init__(self, run, metrics, save_best: Callable[[Any, dict], Any], tests: list[float]):
+        self.run_dir, self.config, self.config_dict, self.spec = run.run_dir, run.config, run.data, run.spec
         self.metrics, self.save_best, self.tests = metrics, save_best, tests
         self.best_score = -math.inf
 

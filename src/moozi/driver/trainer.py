@@ -24,18 +24,19 @@ from moozi.driver.async_schedule import AsyncSchedule
 from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.backends import make_backend
 from moozi.driver.budget import Budget, announce, diverged_error, footprint, last_writes
+from moozi.driver.checks import check_run
 from moozi.driver.context import RunContext
 from moozi.driver.fleet import Fleet, plan_slots
-from moozi.driver.hooks import CheckpointHooks, check_judges
+from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.learner_client import LEARNER, LearnerClient
 from moozi.driver.ledger import Ledger
+from moozi.driver.record import RunRecord
 from moozi.driver.rows import RowWriter
 from moozi.driver.sync_schedule import SyncSchedule
 from moozi.driver.testing import TestKeeper
 from moozi.errors import NonFiniteError
 from moozi.hosts.common import versions
 from moozi.hosts.learner import LearnerHost
-from moozi.learner import training_symmetries
 from moozi.observe.health import HealthWatch
 from moozi.observe.metrics import MetricsWriter, iter_metrics, setup_logging
 from moozi.observe.profile import EpochProfile
@@ -45,20 +46,6 @@ from moozi.run_dir import RunLock, new_identity
 log = logging.getLogger("moozi")
 
 NO_UPDATE_WARNING_S = 120.0  # a run with no update by then is told why on the console
-
-
-def check_run(config: Config, spec) -> None:
-    """Refuse a config that cannot run on the game ``spec`` before anything is written (a ConfigError naming the
-    field and what to change)."""
-    cap = spec.max_episode_steps
-    if cap is not None and config.replay.capacity < cap + 1:
-        raise ConfigError(f"replay.capacity = {config.replay.capacity} cannot hold one episode of {spec.name} "
-                          f"({cap} steps, the game's max_episode_steps, plus its last step): raise "
-                          "replay.capacity or cap episodes with env.kwargs.max_episode_steps")
-    training_symmetries(config.learner, spec)  # a game without symmetries is refused before any work
-    if config.reanalyze.fraction > 0 and config.distributed.reanalyze_workers < 1:
-        raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
-    check_judges(config, spec)
 
 
 class Trainer:
@@ -93,12 +80,12 @@ class Trainer:
                 (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
                 new_identity(self.run_dir)
             self.backend = backend if backend is not None else make_backend(config, self.run_dir)
-            self._config_dict = to_dict(config)
             remote = not isinstance(self.backend, LocalBackend)
+            self.run_record = RunRecord(config, to_dict(config), self.run_dir, self.spec, versions() if remote else None)
+            self._config_dict = self.run_record.data
             self.ledger = Ledger(config)
             self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
-            self.fleet = Fleet(self.backend, config, self._config_dict, self.run_dir, versions() if remote else None,
-                               self.counters)
+            self.fleet = Fleet(self.backend, self.run_record, self.counters)
             self.last_checkpoint: Path | None = None  # the newest checkpoint this Trainer wrote
             self._wire(resume, remote, progress)
         except BaseException:
@@ -113,7 +100,8 @@ class Trainer:
         self.backend.reserve({LEARNER: learner_resources, **{sl.name: self.fleet.resources[sl.kind] for sl in slots}})
         self.learner_client = LearnerClient(
             self.backend, lambda: self.backend.spawn(LEARNER, LearnerHost, self._config_dict, str(self.run_dir),
-                                                     self.fleet.versions, resources=learner_resources),
+                                                     self.fleet.versions, self.fleet.spec_data,
+                                                     resources=learner_resources),
             self.fleet.placed, self._learner_restored, track_best=config.acting.play_best)
         self.fleet.start(slots, also=[self.learner_client.handle])
         self.budget = Budget(config.schedule, config.learner)
@@ -122,10 +110,8 @@ class Trainer:
         self.learner_client.refresh()
         # A resume continues the curves from the checkpoint's counters (rows written after it move aside).
         self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
-        self.keeper = TestKeeper(self.run_dir, config, self._config_dict, self.spec, self.metrics,
-                                 self.learner_client.save_best, watch.history["tests"])
-        self.hooks = CheckpointHooks(self.run_dir, config, self._config_dict, self.metrics,
-                                     self.learner_client.save_best)
+        self.keeper = TestKeeper(self.run_record, self.metrics, self.learner_client.save_best, watch.history["tests"])
+        self.hooks = CheckpointHooks(self.run_record, self.metrics, self.learner_client.save_best)
         self.ctx = RunContext(config, self.backend, self.fleet, self.learner_client, self.ledger, self.keeper,
                               self.budget)
         self.ctx.last_test, self.profile = last_test, EpochProfile(self.run_dir, config.output.profile_epoch, self.backend)

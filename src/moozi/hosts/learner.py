@@ -15,16 +15,22 @@ from moozi.hosts.common import check_versions, root_keys, slow_down
 class LearnerHost:
     """The learner, replay and checkpoints of one run (see :mod:`moozi.hosts`)."""
 
-    def __init__(self, config: dict, run_dir: str, expected_versions: dict | None = None):
+    def __init__(self, config: dict, run_dir: str, expected_versions: dict | None = None, spec: dict | None = None):
+        """``spec``: the game's spec as plain data (:func:`moozi.parts.spec_data`), so no game is built here; without
+        it the game is built once to read its spec."""
         check_versions(expected_versions)
         from moozi.learner import Learner
-        from moozi.parts import build_parts, stream_seed
+        from moozi.parts import build_parts, model_for, spec_from_data, stream_seed
 
         self.config = config_from_dict(config)
         self.run_dir = Path(run_dir)
-        env, model = build_parts(self.config)
-        self.spec = env.spec
-        env.close()
+        if spec is not None:
+            self.spec = spec_from_data(spec)
+            model = model_for(self.config, self.spec)
+        else:
+            env, model = build_parts(self.config)
+            self.spec = env.spec
+            env.close()
         seed = self.config.schedule.seed
         self.learner = Learner(model, self.spec, self.config.learner, self.config.targets, self.config.replay,
                                root_keys(seed)[0], replay_seed=stream_seed(seed, 0))

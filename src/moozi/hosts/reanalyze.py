@@ -20,19 +20,24 @@ class ReanalyzeHost:
     """
 
     def __init__(self, config: dict, worker_id: int = 0, incarnation: int = 0,
-                 expected_versions: dict | None = None):
+                 expected_versions: dict | None = None, spec: dict | None = None):
+        """``spec``: the game's spec as plain data (:func:`moozi.parts.spec_data`): then no game is built here."""
         check_versions(expected_versions)
         import jax
 
         from moozi.envs.replay_env import ReplayEnvPool
-        from moozi.parts import build_parts
+        from moozi.parts import build_parts, model_for, spec_from_data
         from moozi.workers.policy import PolicyConfig
         from moozi.workers.pool_actor import PoolActor
 
         self.config = c = config_from_dict(config)
-        env, model = build_parts(c)
-        self.spec = env.spec
-        env.close()
+        if spec is not None:
+            self.spec = spec_from_data(spec)
+            model = model_for(c, self.spec)
+        else:
+            env, model = build_parts(c)
+            self.spec = env.spec
+            env.close()
         policy = PolicyConfig(spec=self.spec, planner=reanalyze_planner(c), discount=c.targets.discount,
                               history_length=c.targets.history_length, mode="forced", record_frames=False)
         self.pool = ReplayEnvPool(self.spec, c.reanalyze.envs)
