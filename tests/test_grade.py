@@ -195,6 +195,7 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     from moozi.checkpoint import list_checkpoints, load_checkpoint
     from moozi.config import apply_overrides, config_from_dict
     from moozi.driver import Trainer
+    from moozi.driver.rows import Gathered
     from moozi.driver.sync_schedule import SyncSchedule
     from moozi.observe.metrics import read_metrics
     from moozi.presets import load_preset
@@ -220,7 +221,7 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
         # Self-play acts with best's params, not the newest.
         best_params = trainer.backend.get(trainer.learner_client.best)
         assert trainer.ctx.acting_params() is trainer.learner_client.best
-        SyncSchedule(trainer.ctx).epoch({})
+        SyncSchedule(trainer.ctx).epoch(Gathered())
         assert trainer.actor.version == best_params["version"] != trainer.learner.version
     finally:
         trainer.close()

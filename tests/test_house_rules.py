@@ -93,3 +93,12 @@ def test_the_schedules_catch_no_death():
     found = [p.name for p in (SRC / "driver").glob("*_schedule.py") if "except WorkerDied" in p.read_text()]
     assert sorted(p.name for p in (SRC / "driver").glob("*_schedule.py")) == ["async_schedule.py", "sync_schedule.py"]
     assert not found, found
+
+
+def test_the_metrics_row_is_a_type():
+    """The schedules gather a row through Gathered's methods, never a dict of lists with side-channel keys
+    (issue 90: 14 setdefault writes and two "_lag" keys before)."""
+    found = [f"{p.name}:{i}" for p in (SRC / "driver").glob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if "row.setdefault(" in line or '"_lag' in line or '"_segment' in line]
+    assert not found, found

@@ -29,12 +29,14 @@ def test_reanalyze_due_is_fraction_over_one_minus_fraction_of_env_steps_less_don
 
 
 def test_a_segment_and_a_reanalyze_result_are_counted_into_the_counters_and_the_row():
-    led, row = _ledger(), {}
+    from moozi.driver.rows import Gathered
+
+    led, row = _ledger(), Gathered()
     metrics = {"acting/env_steps": 64, "acting/busy_s": 1.5, "acting/version": 3, "acting/root_value": 0.25}
     led.count_segment([], metrics, row, version=5)
     assert led.counters["env_steps"] == 64 and led.counters["episodes"] == 0
-    assert row == {"acting/version": [3], "acting/root_value": [0.25], "_segment_lag": [2]}
+    assert row.values == {"acting/version": [3], "acting/root_value": [0.25]} and row.segment_lags == [2]
     led.count_reanalyzed({"reanalyze/positions": 16, "reanalyze/kl": 0.1}, {"reanalyze/busy_s": 2.0}, row)
-    assert led.counters["reanalyzed_positions"] == 16 and row["reanalyze/kl"] == [0.1] and "reanalyze/busy_s" not in row
+    assert led.counters["reanalyzed_positions"] == 16 and row.values["reanalyze/kl"] == [0.1] and "reanalyze/busy_s" not in row
     led.restore({"env_steps": 7})  # an older checkpoint without the other counters
     assert led.counters["env_steps"] == 7 and led.counters["reanalyzed_positions"] == 0

@@ -11,6 +11,7 @@ from typing import Callable
 
 from moozi.driver.context import Lost, Pending
 from moozi.driver.limiter import RateLimiter
+from moozi.driver.rows import Gathered
 
 
 class AsyncSchedule:
@@ -29,7 +30,7 @@ class AsyncSchedule:
         self.segments = 0  # segments inserted by this invocation (an epoch: one per worker)
         self.test_due_epoch = ctx.counters["epochs"]
 
-    def run(self, should_stop: Callable[[], bool], on_row: Callable[[dict], None], row: dict) -> None:
+    def run(self, should_stop: Callable[[], bool], on_row: Callable[[Gathered], None], row: Gathered) -> None:
         """Until ``should_stop()``, then until the calls in flight are in; ``on_row(row)`` after each result."""
         ctx = self.ctx
         self.ready = ctx.ready()
@@ -48,7 +49,7 @@ class AsyncSchedule:
                                    f"(counters {ctx.counters}); please report this")
             t = time.perf_counter()
             done, _ = ctx.backend.wait(list(self.inflight), num_returns=1)
-            row.setdefault("time/wait_s", []).append(time.perf_counter() - t)
+            row.add("time/wait_s", time.perf_counter() - t)
             for fut in done:
                 if self._finish(fut, row):
                     on_row(row)
@@ -88,7 +89,7 @@ class AsyncSchedule:
             self.test_due_epoch = ctx.counters["epochs"]
             self._track(ctx.test_later(), "test", tester)
 
-    def _finish(self, fut, row: dict) -> bool:
+    def _finish(self, fut, row: Gathered) -> bool:
         """Take a finished call's result into the counters and ``row``; False if its worker or the learner died."""
         ctx = self.ctx
         call = self.inflight.pop(fut)
@@ -107,16 +108,15 @@ class AsyncSchedule:
         elif kind == "learn":  # the result is the published object: workers get it by reference
             ctx.counters["updates"] += ctx.config.schedule.updates_per_call
             ctx.learner.published_by(fut, result)
-            for k, v in result["metrics"].items():
-                row.setdefault(k, []).append(v)
+            row.add_all(result["metrics"])
         elif kind == "reanalyze":
             ctx.reanalyzed(result, row)
             self.idle.add(sl.name)
         elif kind == "test":
-            row.update({k: [v] for k, v in ctx.tested(result).items()})
+            row.tested(ctx.tested(result))
         return True
 
-    def _acted(self, sl, result, row: dict) -> None:
+    def _acted(self, sl, result, row: Gathered) -> None:
         ctx = self.ctx
         episodes, metrics = result
         sl.busy_s = float(metrics.get("acting/busy_s", sl.busy_s))

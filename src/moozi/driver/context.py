@@ -95,7 +95,7 @@ class RunContext:
             return self.learner.best
         return self.learner.published
 
-    def insert(self, episodes, metrics: dict, row: dict):
+    def insert(self, episodes, metrics: dict, row):
         """Hand a finished segment's episodes to the learner and count them; the learner call's future (the
         learner may be in the middle of a training call)."""
         future = self.learner.add_episodes_later(episodes)
@@ -103,9 +103,10 @@ class RunContext:
         return future
 
     @staticmethod
-    def stored(result: dict, row: dict) -> None:
-        """The learner stored a segment: the policy lags of its steps go into the row."""
-        row.setdefault("_lag_inserted", []).extend(result["lag"])
+    def stored(result: dict, row) -> None:
+        """The learner stored a segment: the policy lags of its steps go into the row (a
+        :class:`~moozi.driver.rows.Gathered`)."""
+        row.inserted_lags.extend(result["lag"])
 
     def ready(self) -> bool:
         """Whether replay holds enough to train (``schedule.min_replay_steps``); until then acting is not trained on."""
@@ -153,7 +154,7 @@ class RunContext:
         """A reanalyzer re-searches ``batch`` (a learner's batch, or its future): the future of its result."""
         return self.fleet.reanalyze(slot, target, batch)
 
-    def reanalyzed(self, result, row: dict) -> None:
+    def reanalyzed(self, result, row) -> None:
         """A reanalyze result goes back to the learner and is counted."""
         stamp, episodes, metrics = result
         self.ledger.count_reanalyzed(self.learner.apply_reanalyzed(stamp, episodes), metrics, row)

@@ -23,26 +23,24 @@ class Ledger:
         """Continue from a checkpoint's counters (a key it lacks, written by an older moozi, starts at 0)."""
         self.counters.update({k: saved.get(k, 0) for k in COUNTERS})
 
-    def count_segment(self, episodes, metrics: dict, row: dict, version: int) -> None:
+    def count_segment(self, episodes, metrics: dict, row, version: int) -> None:
         """Count a finished acting segment (``metrics`` of the actor, episodes finished in it) into the counters
-        and the metrics row being gathered; ``version`` is the params version published now (for the lag)."""
+        and the metrics row being gathered (a :class:`~moozi.driver.rows.Gathered`); ``version`` is the params
+        version published now (for the lag)."""
         steps = int(metrics.pop("acting/env_steps"))
         metrics.pop("acting/busy_s", None)
         self.counters["env_steps"] += steps
         self.counters["episodes"] += len(episodes)
-        for k, v in metrics.items():
-            row.setdefault(k, []).append(v)
-        row.setdefault("_segment_lag", []).append(version - int(metrics.get("acting/version", version)))
+        row.add_all(metrics)
+        row.segment_lags.append(version - int(metrics.get("acting/version", version)))
         if episodes:
-            row.setdefault("train/episode_return", []).extend(agent_return(e.trajectory, 0, False) for e in episodes)
-            row.setdefault("train/episode_length", []).extend(e.length for e in episodes)
+            row.extend("train/episode_return", (agent_return(e.trajectory, 0, False) for e in episodes))
+            row.extend("train/episode_length", (e.length for e in episodes))
 
-    def count_reanalyzed(self, stats: dict, metrics: dict, row: dict) -> None:
+    def count_reanalyzed(self, stats: dict, metrics: dict, row) -> None:
         """Count positions the learner took back from reanalyze (``stats``), with the reanalyzer's ``metrics``."""
         self.counters["reanalyzed_positions"] += int(stats["reanalyze/positions"])
-        for k, v in {**metrics, **stats}.items():
-            if k != "reanalyze/busy_s":
-                row.setdefault(k, []).append(v)
+        row.add_all({k: v for k, v in {**metrics, **stats}.items() if k != "reanalyze/busy_s"})
 
     def fed(self) -> int:
         """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed

@@ -1,6 +1,6 @@
-"""The run's metrics rows: what the schedules gathered since the last row (lists per key), averaged, with the
-counters, throughput, the replay ratio and its error, policy lags, each training worker's busy fraction, memory,
-replay statistics and the health verdict."""
+"""The run's metrics rows: what the schedules gathered since the last row (a :class:`Gathered`), averaged, with
+the counters, throughput, the replay ratio and its error, policy lags, each training worker's busy fraction,
+memory, replay statistics and the health verdict."""
 
 from __future__ import annotations
 
@@ -11,6 +11,43 @@ from typing import Callable
 import numpy as np
 
 log = logging.getLogger("moozi")
+
+
+class Gathered:
+    """What the schedules gathered since the last metrics row: each metric's values (a row writes their mean), the
+    policy lags of the inserted steps and of the segments (a row writes their spread), and the newest test's
+    metrics, which replace the last ones (one test per row)."""
+
+    def __init__(self):
+        self.values: dict[str, list[float]] = {}
+        self.inserted_lags: list[float] = []
+        self.segment_lags: list[float] = []
+
+    def add(self, key: str, value: float) -> None:
+        self.values.setdefault(key, []).append(value)
+
+    def add_all(self, metrics: dict) -> None:
+        """One value for each metric of ``metrics``."""
+        for key, value in metrics.items():
+            self.add(key, value)
+
+    def extend(self, key: str, values) -> None:
+        self.values.setdefault(key, []).extend(values)
+
+    def tested(self, metrics: dict) -> None:
+        """A test's metrics: the row keeps this one's."""
+        self.values.update({key: [value] for key, value in metrics.items()})
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    def __bool__(self) -> bool:
+        return bool(self.values or self.inserted_lags or self.segment_lags)
+
+    def clear(self) -> None:
+        self.values.clear()
+        self.inserted_lags.clear()
+        self.segment_lags.clear()
 
 
 def spread(prefix: str, values) -> dict[str, float]:
@@ -69,14 +106,14 @@ class RowWriter:
         t0, s0, _ = self._began
         return (self.ctx.counters["env_steps"] - s0) / max(time.monotonic() - t0, 1e-9)
 
-    def write(self, rows: dict) -> None:
-        """One row from ``rows`` (lists per key; keys starting ``_`` are raw lags): each metric averaged over
-        the epochs that reported it, with the rest (see the module doc)."""
+    def write(self, rows: Gathered) -> None:
+        """One row from what was gathered: each metric averaged over the epochs that reported it, with the rest
+        (see the module doc)."""
         ctx = self.ctx
         c, s = ctx.counters, ctx.config.schedule
-        out = {key: float(np.mean(values)) for key, values in rows.items() if not key.startswith("_") and values}
-        out.update(spread("lag/inserted", rows.get("_lag_inserted", [])))
-        out.update(spread("lag/segment", rows.get("_segment_lag", [])))
+        out = {key: float(np.mean(values)) for key, values in rows.values.items() if values}
+        out.update(spread("lag/inserted", rows.inserted_lags))
+        out.update(spread("lag/segment", rows.segment_lags))
         now = time.monotonic()
         t0, s0, u0 = self._since
         dt = max(now - t0, 1e-9)

@@ -9,6 +9,7 @@ import math
 import time
 
 from moozi.driver.context import Lost
+from moozi.driver.rows import Gathered
 
 
 class SyncSchedule:
@@ -17,8 +18,8 @@ class SyncSchedule:
     def __init__(self, ctx):
         self.ctx = ctx
 
-    def epoch(self, row: dict) -> None:
-        """One epoch; its metrics gathered into ``row`` (lists per key), with each phase's time."""
+    def epoch(self, row: Gathered) -> None:
+        """One epoch; its metrics gathered into ``row``, with each phase's time."""
         ctx, s = self.ctx, self.ctx.config.schedule
         t0 = time.perf_counter()
         stored = self._act(row)
@@ -37,12 +38,12 @@ class SyncSchedule:
         every = ctx.config.testing.every
         if every and ctx.counters["epochs"] % every == 0 and ctx.counters["updates"] > 0 \
                 and not ctx.budget.winding_up():
-            row.update({k: [v] for k, v in ctx.test().items()})
+            row.tested(ctx.test())
         t4 = time.perf_counter()
         for k, v in (("act", t1 - t0), ("learn", t2 - t1), ("reanalyze", t3 - t2), ("test", t4 - t3)):
-            row.setdefault(f"time/{k}_s", []).append(v)
+            row.add(f"time/{k}_s", v)
 
-    def _act(self, row: dict) -> list:
+    def _act(self, row: Gathered) -> list:
         """Every live training worker plays a segment; their episodes go to the learner in worker order, whatever
         finishes first (the same run on every backend). The learner calls' futures, with their generation."""
         ctx = self.ctx
@@ -61,7 +62,7 @@ class SyncSchedule:
             stored.append((ctx.insert(episodes, metrics, row), ctx.learner.generation))
         return stored
 
-    def _learn(self, row: dict) -> None:
+    def _learn(self, row: Gathered) -> None:
         """The updates that keep ``updates * batch_size`` at ``samples_per_env_step`` x the positions fed."""
         ctx, s = self.ctx, self.ctx.config.schedule
         due = math.floor(s.samples_per_env_step * ctx.ledger.fed() / s.batch_size)
@@ -70,11 +71,10 @@ class SyncSchedule:
         if out is None:  # the learner died: restored, with the counters of its checkpoint
             out, todo = {}, 0
         ctx.counters["updates"] += todo
-        for k, v in out.items():
-            row.setdefault(k, []).append(v)
-        row.setdefault("train/updates_this_epoch", []).append(todo)
+        row.add_all(out)
+        row.add("train/updates_this_epoch", todo)
 
-    def _reanalyze(self, row: dict) -> None:
+    def _reanalyze(self, row: Gathered) -> None:
         """Reanalyze workers take batches in turn until the positions owed are done (or replay has none)."""
         ctx = self.ctx
         due = ctx.ledger.reanalyze_due()

@@ -31,7 +31,7 @@ from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.learner_client import LEARNER, LearnerClient
 from moozi.driver.ledger import Ledger
 from moozi.driver.record import RunRecord
-from moozi.driver.rows import RowWriter
+from moozi.driver.rows import Gathered, RowWriter
 from moozi.driver.sync_schedule import SyncSchedule
 from moozi.driver.testing import TestKeeper
 from moozi.errors import NonFiniteError
@@ -229,7 +229,7 @@ class Trainer:
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
         announce(self.config, minutes, self.backend.name, self.run_dir, self.size)
         restore_handlers = self.budget.install_stop_handlers(stop_grace_s, self.run_dir, self.counters)
-        row, diverged, failing = {}, None, None
+        row, diverged, failing = Gathered(), None, None
         try:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
@@ -265,7 +265,7 @@ class Trainer:
         s = self.config.schedule
         return self.budget.out_of_time() or (s.max_env_steps is not None and self.counters["env_steps"] >= s.max_env_steps)
 
-    def _after_row(self, row: dict) -> None:
+    def _after_row(self, row: Gathered) -> None:
         """Between two results: a metrics row when one is due, a checkpoint when one is due."""
         clock, out = self._clock, self.config.output
         if self.fleet.placing:  # a restarted worker is up: say where (never waits)
