@@ -28,3 +28,14 @@ def test_every_cited_section_of_the_architecture_page_exists():
             for number in re.findall(r"\d+", match.group(1)):
                 cited.setdefault(number, str(path.relative_to(ROOT)))
     assert cited and set(cited) <= headings, {n: p for n, p in cited.items() if n not in headings}
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md §7's layout names every module and folder of src/moozi (issue 90: it lagged the tree)."""
+    block = (ROOT / "docs" / "architecture.md").read_text().split("### §7", 1)[1].split("```", 2)[1]
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", block))
+    src = ROOT / "src" / "moozi"
+    missing = [str(p.relative_to(src)) for p in src.rglob("*.py") if p.stem != "__init__" and p.stem not in words]
+    missing += [f"{d.relative_to(src)}/" for d in src.rglob("*") if d.is_dir() and d.name != "__pycache__"
+                and d.name not in words]
+    assert missing == []

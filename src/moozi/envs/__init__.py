@@ -4,8 +4,13 @@
 * :mod:`moozi.envs.device`: the functional device-env interface (``DeviceEnv``,
   ``reset_batch``, ``step_batch``) and the host-side ``checked_step``.
 * :mod:`moozi.envs.registry`: ``make_env("prefix:game", **kwargs)``, ``list_envs``, ``register``.
-* Bridges: :mod:`moozi.envs.gymnax_bridge`, :mod:`moozi.envs.pgx_bridge` (their
-  packages are imported only when one of their games is built).
+* :mod:`moozi.envs.protocol`: MinAtar protocols (the thesis's and gymnax's) as one named choice and a record.
+* Bridges, each package imported only when one of its games is built: :mod:`moozi.envs.gymnax_bridge` and
+  :mod:`moozi.envs.pgx_bridge` (JAX-native, the device path), :mod:`moozi.envs.openspiel_bridge`,
+  :mod:`moozi.envs.minatar_bridge` and :mod:`moozi.envs.gym_bridge` (Gymnasium and Atari; the host path
+  through :mod:`moozi.envs.host` and :mod:`moozi.envs.pool`, worker processes for the emulators).
+* :mod:`moozi.envs.replay_env` (stored episodes replayed for reanalyze), :mod:`moozi.envs.symmetry` (board
+  symmetries), :mod:`moozi.envs.notation` (moves in a game's own notation: ``x3`` in connect four).
 """
 
 from moozi.envs.contract import (

@@ -1,8 +1,18 @@
-"""Evaluation helpers: opponents for matches (random, perfect tic-tac-toe play).
+"""Judging agents: players, matches, ratings, gating and grading (docs/evaluation.md).
 
-* :mod:`moozi.eval.perfect`: exact minimax for tic-tac-toe (:func:`solve`,
-  :func:`value_of`, :func:`optimal_moves_from_cells`), :func:`perfect_opponent`
-  for ``pgx:tic_tac_toe`` and :func:`make_opponent` (``"random"`` / ``"perfect"``).
+* :mod:`~moozi.eval.players`: every kind of player behind one interface, named by a player string
+  (:mod:`~moozi.eval.players.registry`): built-ins (random, perfect, OpenSpiel MCTS, the connect-four solver),
+  trained agents (runs, agent files, ``zoo:NAME``, ``az:``), external engines (GTP), with play-time search
+  options (:mod:`~moozi.eval.players.options`).
+* Two-player games: :mod:`~moozi.eval.arena` (matches from both seats), :mod:`~moozi.eval.ratings` (Bradley-Terry
+  ratings with intervals), :mod:`~moozi.eval.tournament`, :mod:`~moozi.eval.gating` (SPRT or fixed gates).
+  Single-player games: :mod:`~moozi.eval.single` (paired matches from the same starts, their gate and pool).
+* :mod:`~moozi.eval.stats`: intervals and tests; :mod:`~moozi.eval.evaluate` (``moozi eval``),
+  :mod:`~moozi.eval.sweep` (kept checkpoints by simulations), :mod:`~moozi.eval.ppo` (the PPO baseline).
+* Connect four graded against perfect play: :mod:`~moozi.eval.solver` (the solved positions in ``data/``) and
+  :mod:`~moozi.eval.grade`; tic-tac-toe solved exactly: :mod:`~moozi.eval.perfect` (re-exported here).
+* People against agents: :mod:`~moozi.eval.play` (terminal), :mod:`~moozi.eval.gtp` (GTP engine),
+  :mod:`~moozi.eval.session` (one game's state, shared by the terminal, GTP and the browser page).
 """
 
 from moozi.eval.perfect import (
