@@ -80,6 +80,33 @@ class _MLP(nn.Module):
         return nn.Dense(self.out)(x)
 
 
+def _action_planes_layers(mod, channels: int, num_actions: int) -> None:
+    """The thesis's move input: one-hot action planes stacked on the state before a 1x1 convolution."""
+    mod.dyn_in = nn.Conv(channels, (1, 1))
+
+
+def _action_planes(mod, hidden, one_hot):
+    b, h, w, _ = hidden.shape
+    planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, one_hot.shape[-1]))
+    return mod.dyn_in(jnp.concatenate([hidden, planes], axis=-1))
+
+
+def _action_kernels_layers(mod, channels: int, num_actions: int) -> None:
+    """A 3x3 convolution of its own per move (all computed, the move's kept): multiplicative conditioning."""
+    mod.dyn_kernels = nn.Conv(channels * num_actions, (3, 3))
+
+
+def _action_kernels(mod, hidden, one_hot):
+    b, h, w, _ = hidden.shape
+    per_move = mod.dyn_kernels(hidden).reshape(b, h, w, one_hot.shape[-1], -1)
+    return jnp.einsum("bhwac,ba->bhwc", per_move, one_hot)
+
+
+# ``model.dynamics_action``: how a move enters the residual dynamics, as (its layers, the step), chosen once when
+# the model is built. The layers keep the names they always had, so every checkpoint loads.
+ACTION_INPUTS = {"planes": (_action_planes_layers, _action_planes), "kernels": (_action_kernels_layers, _action_kernels)}
+
+
 class _ResNetModel(nn.Module):
     cfg: ModelConfig
     num_actions: int
@@ -90,12 +117,9 @@ class _ResNetModel(nn.Module):
         self.repr_in = nn.Conv(c.channels, (1, 1))
         self.repr_norm = nn.LayerNorm()
         self.repr_blocks = [_ResBlock(c.channels) for _ in range(c.repr_blocks)]
-        if c.dynamics_action == "kernels":  # a 3x3 convolution per move, all computed, the move's kept
-            self.dyn_kernels = nn.Conv(c.channels * self.num_actions, (3, 3))
-            self.dyn_norm = nn.LayerNorm()
-        else:
-            self.dyn_in = nn.Conv(c.channels, (1, 1))
-            self.dyn_norm = nn.LayerNorm()
+        layers, self._move_input = ACTION_INPUTS[c.dynamics_action]
+        layers(self, c.channels, self.num_actions)
+        self.dyn_norm = nn.LayerNorm()
         self.dyn_blocks = [_ResBlock(c.channels) for _ in range(c.dyn_blocks)]
         self.reward_head = _Head(c.head_hidden, n)
         self.pred_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
@@ -113,15 +137,7 @@ class _ResNetModel(nn.Module):
         return self._finish(x)
 
     def dynamics(self, hidden, action):
-        b, h, w, _ = hidden.shape
-        one_hot = jax.nn.one_hot(action, self.num_actions)
-        if self.cfg.dynamics_action == "kernels":
-            per_move = self.dyn_kernels(hidden).reshape(b, h, w, self.num_actions, -1)
-            moved = jnp.einsum("bhwac,ba->bhwc", per_move, one_hot)
-            x = nn.relu(self.dyn_norm(moved))
-        else:
-            planes = jnp.broadcast_to(one_hot[:, None, None, :], (b, h, w, self.num_actions))
-            x = nn.relu(self.dyn_norm(self.dyn_in(jnp.concatenate([hidden, planes], axis=-1))))
+        x = nn.relu(self.dyn_norm(self._move_input(self, hidden, jax.nn.one_hot(action, self.num_actions))))
         for block in self.dyn_blocks:
             x = block(x)
         reward_logits = self.reward_head(x)
