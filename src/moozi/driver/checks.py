@@ -15,10 +15,10 @@ def check_run(config: Config, spec) -> None:
         raise ConfigError(f"replay.capacity = {config.replay.capacity} cannot hold one episode of {spec.name} "
                           f"({cap} steps, the game's max_episode_steps, plus its last step): raise "
                           "replay.capacity or cap episodes with env.kwargs.max_episode_steps")
-    training_symmetries(config.learner, spec)  # a game without symmetries is refused before any work
     if config.reanalyze.fraction > 0 and config.distributed.reanalyze_workers < 1:
         raise ConfigError("reanalyze.fraction > 0 needs distributed.reanalyze_workers >= 1")
     check_judges(config, spec)
+    training_symmetries(config.learner, spec)  # a game without symmetries is refused before any work
 
 
 def check_judges(config, spec) -> None:

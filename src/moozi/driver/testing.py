@@ -25,14 +25,15 @@ class TestKeeper:
     metrics: the run's metrics writer (the TensorBoard image).
     save_best: ``(published, meta)`` -> keeps params as ``checkpoints/best`` (the learner's ``save_best``).
     tests: the run's test returns so far, oldest first (shared with the health verdict, which appends them).
+    resume: the run goes on from a checkpoint: it starts from the score of the ``best`` it kept.
     """
 
     __test__ = False  # not a pytest class, whatever imports it
 
-    def __init__(self, run, metrics, save_best: Callable[[Any, dict], Any], tests: list[float]):
+    def __init__(self, run, metrics, save_best: Callable[[Any, dict], Any], tests: list[float], resume: bool = False):
         self.run_dir, self.config, self.config_dict, self.spec = run.run_dir, run.config, run.data, run.spec
         self.metrics, self.save_best, self.tests = metrics, save_best, tests
-        self.best_score = -math.inf
+        self.best_score = self._kept_best_score() if resume else -math.inf
 
     def record_due(self) -> bool:
         """Whether the next test draws an episode: tests 1, 1 + m, 1 + 2m, ... of the run (m = record_every)."""
@@ -86,9 +87,9 @@ class TestKeeper:
             log.info("best params so far (mean of the last %d tests %.4g): %s", t.best_window, score, path)
         self.best_score = score
 
-    def resume(self) -> None:
+    def _kept_best_score(self) -> float:
         """A resumed run starts from the score of the ``best`` it kept (none: any score is better)."""
         try:
-            self.best_score = float(load_checkpoint(find_checkpoint(self.run_dir, "best"), parts=[])[1]["score"])
+            return float(load_checkpoint(find_checkpoint(self.run_dir, "best"), parts=[])[1]["score"])
         except (CheckpointError, KeyError, TypeError, ValueError):
-            self.best_score = -math.inf
+            return -math.inf

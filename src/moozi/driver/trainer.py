@@ -12,6 +12,7 @@ flight lost whole; a dead learner is restored from the last checkpoint (:mod:`mo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -22,7 +23,6 @@ import yaml
 from moozi.config import Config, ConfigError, to_dict
 from moozi.driver.async_schedule import AsyncSchedule
 from moozi.driver.backend import LocalBackend, Resources
-from moozi.driver.backends import make_backend
 from moozi.driver.budget import Budget, announce, diverged_error, footprint, last_writes
 from moozi.driver.checks import check_run
 from moozi.driver.context import RunContext
@@ -63,8 +63,9 @@ class Trainer:
     def __init__(self, config: Config, run_dir: Path | str, resume: bool = False, progress: Callable | None = None,
                  backend=None):
         self.config, self.run_dir = config, Path(run_dir)
-        if backend is None and config.distributed.backend == "ray":
-            from moozi.driver.distributed import keep_driver_on_host
+        ray = backend is None and config.distributed.backend == "ray"  # the backend the config names (Ray: only then)
+        if ray:
+            from moozi.driver.distributed import RayBackend, keep_driver_on_host
 
             keep_driver_on_host()  # before the driver's first JAX computation (building the game below)
         # Build the game and model first: a bad name or shape fails before anything is written.
@@ -73,23 +74,27 @@ class Trainer:
         env.close()
         check_run(config, self.spec)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._closing = contextlib.ExitStack()  # what close() undoes, the newest first
         self._lock = RunLock(self.run_dir)  # one writer per run folder, before anything in it is written
+        self._closing.callback(self._lock.release)
         try:
             setup_logging(self.run_dir)
             if not resume:
                 (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
                 new_identity(self.run_dir)
-            self.backend = backend if backend is not None else make_backend(config, self.run_dir)
+            self.backend = RayBackend(config.distributed, self.run_dir) if ray else backend or LocalBackend()
+            self._closing.callback(self.backend.shutdown)  # after every component: no process of the run stays behind
             remote = not isinstance(self.backend, LocalBackend)
             self.run_record = RunRecord(config, to_dict(config), self.run_dir, self.spec, versions() if remote else None)
             self._config_dict = self.run_record.data
             self.ledger = Ledger(config)
             self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
             self.fleet = Fleet(self.backend, self.run_record, self.counters)
+            self._closing.callback(self.fleet.close)
             self.last_checkpoint: Path | None = None  # the newest checkpoint this Trainer wrote
             self._wire(resume, remote, progress)
         except BaseException:
-            self.close()
+            self._closing.close()
             raise
 
     def _wire(self, resume: bool, remote: bool, progress: Callable | None) -> None:
@@ -103,6 +108,7 @@ class Trainer:
                                                      self.fleet.versions, self.fleet.spec_data,
                                                      resources=learner_resources),
             self.fleet.placed, self._learner_restored, track_best=config.acting.play_best)
+        self._closing.callback(self.learner_client.close)
         self.fleet.start(slots, also=[self.learner_client.handle])
         self.budget = Budget(config.schedule, config.learner)
         watch = HealthWatch(config.model, self.spec, config.testing.health_tests)
@@ -110,7 +116,8 @@ class Trainer:
         self.learner_client.refresh()
         # A resume continues the curves from the checkpoint's counters (rows written after it move aside).
         self.metrics = MetricsWriter(self.run_dir, rewind_to=self.counters["env_steps"] if resume else None)
-        self.keeper = TestKeeper(self.run_record, self.metrics, self.learner_client.save_best, watch.history["tests"])
+        self.keeper = TestKeeper(self.run_record, self.metrics, self.learner_client.save_best, watch.history["tests"],
+                                 resume=resume)
         self.hooks = CheckpointHooks(self.run_record, self.metrics, self.learner_client.save_best)
         self.ctx = RunContext(config, self.backend, self.fleet, self.learner_client, self.ledger, self.keeper,
                               self.budget)
@@ -119,7 +126,6 @@ class Trainer:
         if resume:
             for r in iter_metrics(self.run_dir):  # a stream: a long run's history is never held whole
                 watch.remember(r)
-            self.keeper.resume()
 
     @property
     def learner(self):
@@ -134,13 +140,8 @@ class Trainer:
     def close(self) -> None:
         """Stop every component and the backend (no process of the run stays behind), then let the folder go."""
         try:
-            for part in (getattr(self, "fleet", None), getattr(self, "learner_client", None)):
-                if part is not None:
-                    part.close()
-            if getattr(self, "backend", None) is not None:
-                self.backend.shutdown()
+            self._closing.close()
         finally:
-            self._lock.release()  # set before anything could call close()
             if getattr(self, "budget", None) is not None:  # the stop is done: a SIGTERM's grace clock ends
                 self.budget.cancel_overdue()
 
