@@ -82,11 +82,13 @@ class Trainer:
             if not resume:
                 (self.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
                 new_identity(self.run_dir)
-            self.backend = RayBackend(config.distributed, self.run_dir) if ray else backend or LocalBackend()
+            if ray:
+                self.backend = RayBackend(config.distributed, self.run_dir)
+            else:
+                self.backend = backend if backend is not None else LocalBackend()
             self._closing.callback(self.backend.shutdown)  # after every component: no process of the run stays behind
             remote = not isinstance(self.backend, LocalBackend)
             self.run_record = RunRecord(config, to_dict(config), self.run_dir, self.spec, versions() if remote else None)
-            self._config_dict = self.run_record.data
             self.ledger = Ledger(config)
             self.counters = self.ledger.counters  # the same dict: every row and checkpoint records it
             self.fleet = Fleet(self.backend, self.run_record, self.counters)
@@ -104,7 +106,7 @@ class Trainer:
         slots = plan_slots(config)
         self.backend.reserve({LEARNER: learner_resources, **{sl.name: self.fleet.resources[sl.kind] for sl in slots}})
         self.learner_client = LearnerClient(
-            self.backend, lambda: self.backend.spawn(LEARNER, LearnerHost, self._config_dict, str(self.run_dir),
+            self.backend, lambda: self.backend.spawn(LEARNER, LearnerHost, self.run_record.data, str(self.run_dir),
                                                      self.fleet.versions, self.fleet.spec_data,
                                                      resources=learner_resources),
             self.fleet.placed, self._learner_restored, track_best=config.acting.play_best)
@@ -172,7 +174,7 @@ class Trainer:
         with_replay = c["checkpoints"] % self.config.output.replay_every_checkpoints == 0
         parts = self.fleet.states()
         c["checkpoints"] += 1
-        meta = {"counters": dict(c), "last_test": self.ctx.last_test, "config": self._config_dict, "size": self.size}
+        meta = {"counters": dict(c), "last_test": self.ctx.last_test, "config": self.run_record.data, "size": self.size}
         saved = self.learner_client.save(int(c["updates"]), parts, meta, with_replay)
         if saved is None:
             log.warning("the learner died while writing a checkpoint: it was restored from the last one instead")
