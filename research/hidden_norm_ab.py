@@ -4,7 +4,7 @@ Both give the same forward value. Their gradients differ in how they are made:
 JAX's rule for ``max`` divides by the count of elements equal to the result,
 which is 0 (so the gradient NaN) when the compiler computes the operand twice
 and rounds the two copies differently; a gather has no count. moozi uses the
-gather (:func:`moozi.model.networks.normalize_hidden`). This script measures,
+gather (:func:`moozi.model.core.normalize_hidden`). This script measures,
 on one preset, what that costs: the learner's update and the train acting
 rollout compiled with each, timed in interleaved rounds on the same inputs,
 and how far the two updates' gradients are apart.
@@ -27,7 +27,7 @@ from moozi import xla_tuning
 from moozi.config import apply_overrides, config_from_dict
 from moozi.learner import Learner
 from moozi.losses import loss_fn
-from moozi.model import networks
+from moozi.model import core
 from moozi.observe.machine import cpu_description
 from moozi.parts import build_parts
 from moozi.presets import load_preset
@@ -51,18 +51,18 @@ def reduce_normalize(hidden):
     return ((flat - lo) / jnp.maximum(hi - lo, 1e-5)).reshape(hidden.shape)
 
 
-VARIANTS = {"reduce": reduce_normalize, "gather": networks.normalize_hidden}
+VARIANTS = {"reduce": reduce_normalize, "gather": core.normalize_hidden}
 
 
 def _compiled(fn, args_for_trace, compiler_options=None):
     """``fn`` jitted once per variant, each traced (so compiled) with that variant's scaling in place."""
     out = {}
     for name, norm in VARIANTS.items():
-        networks.normalize_hidden = norm
+        core.normalize_hidden = norm
         f = jax.jit(fn, compiler_options=compiler_options)
         jax.block_until_ready(f(*args_for_trace))
         out[name] = f
-    networks.normalize_hidden = VARIANTS["gather"]
+    core.normalize_hidden = VARIANTS["gather"]
     return out
 
 

@@ -170,7 +170,8 @@ def test_episode_semantics(name):
                 assert ts.legal_actions.any(), "a non-last step has a legal action"
             assert 0 <= ts.to_play < spec.num_players
             if spec.num_players == 1:
-                assert ts.to_play == 0 and (ts.is_last or ts.legal_actions.all())
+                # every move is legal in MinAtar and gymnax's games; 2048 masks the moves that change nothing
+                assert ts.to_play == 0 and (ts.is_last or ts.legal_actions.all() or name == "pgx:2048")
             elif t > 0 and not ts.is_first and not ts.is_last:
                 assert ts.to_play == 1 - tss[t - 1].to_play[b], "turns alternate"
                 assert ts.reward == 0, "board games pay only at the end"
@@ -345,7 +346,7 @@ def test_registry_names():
         "gymnax:Breakout-MinAtar", "gymnax:SpaceInvaders-MinAtar", "gymnax:Freeway-MinAtar",
         "gymnax:Asterix-MinAtar", "gymnax:CartPole-v1", "pgx:tic_tac_toe", "pgx:connect_four",
         "pgx:othello", "pgx:go_9x9", "pgx:minatar-breakout", "pgx:minatar-asterix",
-        "pgx:minatar-freeway", "pgx:minatar-space_invaders", "pgx:minatar-seaquest",
+        "pgx:minatar-freeway", "pgx:minatar-space_invaders", "pgx:minatar-seaquest", "pgx:2048",
     }  # fmt: skip
     assert expected <= set(DEVICE_ENVS)
     assert list_envs(path="host") == [] or all(n not in expected for n in list_envs(path="host"))
@@ -426,6 +427,7 @@ HOST_ENVS = [
     "openspiel:tic_tac_toe",
     "openspiel:connect_four",
     "openspiel:breakthrough(rows=5,columns=5)",
+    "openspiel:einstein_wurfelt_nicht",  # chance nodes (the starting layout, a die each turn), sampled by the bridge
     "minatar:breakout",
     "gym:CartPole-v1",
     "ale:Pong",
@@ -433,7 +435,8 @@ HOST_ENVS = [
 CUSTOM = "custom:nim"  # the user's own game: registered below with moozi.envs.register
 REPLAY = "replay:nim"  # not registered: a ReplayEnvPool replaying recorded custom:nim games
 ALL_HOST = HOST_ENVS + [CUSTOM, REPLAY]
-TWO_PLAYER_HOST = ["openspiel:tic_tac_toe", "openspiel:connect_four", "openspiel:breakthrough(rows=5,columns=5)", CUSTOM]
+TWO_PLAYER_HOST = ["openspiel:tic_tac_toe", "openspiel:connect_four", "openspiel:breakthrough(rows=5,columns=5)",
+                   "openspiel:einstein_wurfelt_nicht", CUSTOM]
 HOST_STEPS = 40  # several episodes (and caps) per rollout
 _HOST_POOLS = []  # every pool built here, closed at the end of the module
 

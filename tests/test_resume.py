@@ -34,17 +34,22 @@ def _leaves(tree):
     return [data(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
-@pytest.mark.parametrize("kind,half", [("sync", 64), ("async", 128)])  # async trains from its 2nd segment on
-def test_resume_continues_exactly(tmp_path, kind, half):
+STOCHASTIC = ("model.chance_outcomes=4", "planner.kind=puct", "test_planner.kind=puct")
+
+
+@pytest.mark.parametrize("kind,half,extra", [("sync", 64, ()), ("async", 128, ()),  # async trains from its 2nd segment on
+                                             ("sync", 64, STOCHASTIC)], ids=["sync", "async", "sync-stochastic"])
+def test_resume_continues_exactly(tmp_path, kind, half, extra):
     """Training 2 * half steps straight equals training half, stopping, resuming, training half more (the
-    async schedule too: its epochs count on from the checkpoint, so tests and metrics rows keep their cadence)."""
-    straight = Trainer(_config(2 * half, f"schedule.kind={kind}"), tmp_path / "a")
+    async schedule too: its epochs count on from the checkpoint, so tests and metrics rows keep their cadence;
+    and a Stochastic MuZero model)."""
+    straight = Trainer(_config(2 * half, f"schedule.kind={kind}", *extra), tmp_path / "a")
     straight.run()
-    first = Trainer(_config(half, f"schedule.kind={kind}"), tmp_path / "b")
+    first = Trainer(_config(half, f"schedule.kind={kind}", *extra), tmp_path / "b")
     first.run()
     first.close()  # the folder's one writer lets it go
     assert first.counters["updates"] > 0 and first.counters["epochs"] > 0
-    resumed = Trainer(_config(2 * half, f"schedule.kind={kind}"), tmp_path / "b", resume=True)
+    resumed = Trainer(_config(2 * half, f"schedule.kind={kind}", *extra), tmp_path / "b", resume=True)
     assert resumed.counters["env_steps"] == half
     resumed.run()
     for key in ("env_steps", "updates", "epochs", "episodes"):

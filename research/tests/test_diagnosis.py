@@ -150,3 +150,17 @@ def test_the_connect_four_diagnosis_scripts_read_a_run(tmp_path):
     fitted = load_script("offline_fit").fit(run, updates=2, reports=1, overrides=["learner.l2_coef=0"])
     assert [r["updates"] for r in fitted["rows"]] == [2] and fitted["rows"][0]["loss/l2"] == 0.0
     assert fitted["replay_steps"] > 0 and 0.0 <= fitted["start_targets"].get("mean_peak", 0.0) <= 1.0
+
+
+def test_baselines_2048_play_whole_games():
+    """The yardsticks play to the end: scores are sums of merges (multiples of 4), best tiles powers of two, and
+    the greedy player (the best merge now) outscores the random one over the same games."""
+    from research.baselines_2048 import main
+
+    rand = main(["--player", "random", "--games", "16", "--seed", "3"])
+    greedy = main(["--player", "greedy", "--games", "16", "--seed", "3"])
+    for out in (rand, greedy):
+        assert out["score_min"] % 4 == 0 and out["moves_mean"] > 50
+        assert all(int(t) & (int(t) - 1) == 0 and int(t) >= 16 for t in out["best_tile"])
+        assert sum(out["best_tile"].values()) == 16
+    assert greedy["score_mean"] > rand["score_mean"]

@@ -85,12 +85,95 @@ def check_batch(model: Model, batch: Batch) -> None:
         )
 
 
+def deterministic_unroll(params, model: Model, t, value_probs, config: LearnerConfig):
+    """MuZero's unroll: h then K steps of g, each followed by f.
+
+    Args:
+      t: batched :class:`~moozi.types.Targets`; ``value_probs``: ``[B, K+1, N]`` the value targets as bins.
+
+    Returns:
+      ``(steps, consistency, extra, metrics)``: the K+1 :class:`~moozi.types.ModelOutput` (index 0 the initial
+      inference), the self-consistency distance ``[B]`` (step 1's projection against the representation of
+      the real next observation, masked), and the variant's own per-sample loss ``[B]`` and metrics (none here).
+    """
+    del value_probs
+    out = model.initial_inference(params, t.observation)
+    steps, hidden = [out], out.hidden
+    consistency = jnp.zeros(t.value.shape[:1])
+    for k in range(t.actions.shape[1]):
+        hidden = scale_gradient(hidden, 0.5)
+        step = model.recurrent_inference(params, hidden, t.actions[:, k])
+        hidden = step.hidden
+        steps.append(step)
+        if k == 0:
+            consistency = _consistency(params, model, t, hidden, config)
+    return steps, consistency, jnp.zeros(t.value.shape[:1]), {}
+
+
+def _consistency(params, model: Model, t, hidden, config: LearnerConfig):
+    """``[B]`` c^s's distance: rho(x_t^1) against sg(h(o_{t+1})), 0 where t is the last step (or c^s is 0)."""
+    if config.consistency_coef <= 0:
+        return jnp.zeros(t.value.shape[:1])
+    real_hidden = jax.lax.stop_gradient(model.represent(params, t.next_observation))
+    online = model.projection(params, hidden)
+    return cosine_distance(online, real_hidden.reshape(real_hidden.shape[0], -1)) * t.consistency_mask
+
+
+def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
+    """Stochastic MuZero's unroll (:mod:`moozi.model.stochastic`): for k = 0..K-1, the afterstate of a_{t+k},
+    the encoder's code for the real transition o_{t+k} -> o_{t+k+1}, and the chance dynamics to step k+1.
+
+    Its own loss per sample (``extra``, ``[B]``; k over the K transitions)::
+
+        c^v 1/K sum_k CE(Phi(G_{t+k}), Q^k)                (the afterstate value, masked like the value)
+        + c^chance sum_k m_k CE(c_{t+k}, sigma^k)           (the chance prior toward the encoder's one-hot code)
+        + beta sum_k m_k ||c_{t+k} - softmax(e_{t+k})||^2   (commitment: the encoder toward its code)
+
+    with ``m_k = transition_mask`` (t + k < T) and the code held fixed (stop-gradient) in both; the dynamics
+    and everything after them reach the encoder through the straight-through code. Same returns as
+    :func:`deterministic_unroll`, with metrics ``loss/afterstate_value``, ``loss/chance``,
+    ``loss/commitment`` and ``chance/codes_used`` (the perplexity of the batch's codes: how many of the M the
+    encoder uses).
+    """
+    from moozi.model.stochastic import straight_through
+
+    out = model.initial_inference(params, t.observation)
+    steps, hidden = [out], out.hidden
+    big_k = t.actions.shape[1]
+    consistency = jnp.zeros(t.value.shape[:1])
+    q_ce, chance_ce, commit, codes = [], [], [], []
+    for k in range(big_k):
+        hidden = scale_gradient(hidden, 0.5)
+        after = model.afterstate_inference(params, hidden, t.actions[:, k])
+        code, onehot, probs = straight_through(
+            model.encode(params, t.unroll_observations[:, k], t.unroll_observations[:, k + 1]))
+        step = model.chance_inference(params, after.afterstate, code)
+        hidden = step.hidden
+        steps.append(step)
+        if k == 0:
+            consistency = _consistency(params, model, t, hidden, config)
+        q_ce.append(cross_entropy(value_probs[:, k], after.value_logits))
+        chance_ce.append(cross_entropy(onehot, after.chance_logits))
+        commit.append(jnp.sum(jnp.square(onehot - probs), axis=-1))
+        codes.append(onehot)
+    mask = t.transition_mask  # [B, K]
+    q = config.value_coef * jnp.sum(jnp.stack(q_ce, 1) * t.value_mask[:, :big_k], axis=1) / big_k
+    chance = config.chance_coef * jnp.sum(jnp.stack(chance_ce, 1) * mask, axis=1)
+    commitment = config.commitment_coef * jnp.sum(jnp.stack(commit, 1) * mask, axis=1)
+    usage = jnp.sum(jnp.stack(codes, 1) * mask[..., None], axis=(0, 1))
+    usage = usage / jnp.maximum(jnp.sum(usage), 1.0)
+    metrics = {"loss/afterstate_value": q, "loss/chance": chance, "loss/commitment": commitment,
+               "chance/codes_used": jnp.exp(entropy(usage))}
+    return steps, consistency, q + chance + commitment, metrics
+
+
 def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     """The training loss.
 
     Args:
       params: model parameters.
-      model: the learned model.
+      model: the learned model (a :class:`~moozi.model.stochastic.StochasticModel` adds its terms:
+        :func:`stochastic_unroll`).
       batch: targets ``[B, ...]`` (K from ``targets.actions.shape[1]``) and weights ``[B]``.
       config: loss coefficients.
 
@@ -105,19 +188,9 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     value_probs = scalar_to_target(t.value, support, transform)  # [B, K+1, N]
     reward_probs = scalar_to_target(t.reward, support, transform)
 
-    out = model.initial_inference(params, t.observation)
-    steps, hidden = [out], out.hidden
-    consistency = jnp.zeros(t.value.shape[:1])
-    for k in range(t.actions.shape[1]):
-        hidden = scale_gradient(hidden, 0.5)
-        step = model.recurrent_inference(params, hidden, t.actions[:, k])
-        hidden = step.hidden
-        steps.append(step)
-        if k == 0 and config.consistency_coef > 0:
-            real_hidden = jax.lax.stop_gradient(model.represent(params, t.next_observation))
-            online = model.projection(params, hidden)
-            consistency = cosine_distance(online, real_hidden.reshape(real_hidden.shape[0], -1)) * t.consistency_mask
-
+    unroll = stochastic_unroll if model.config.chance_outcomes else deterministic_unroll
+    steps, consistency, extra, extra_metrics = unroll(params, model, t, value_probs, config)
+    out = steps[0]
     ce_p = cross_entropy(t.policy, jnp.stack([s.policy_logits for s in steps], axis=1))  # [B, K+1]
     ce_v = cross_entropy(value_probs, jnp.stack([s.value_logits for s in steps], axis=1))
     ce_r = cross_entropy(reward_probs, jnp.stack([s.reward_logits for s in steps], axis=1))
@@ -126,7 +199,7 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
     c = config.consistency_coef * consistency
     w = batch.weights
     l2 = l2_norm_squared(params)
-    data_loss = jnp.mean(w * (p + v + r + c))
+    data_loss = jnp.mean(w * (p + v + r + c + extra))
     loss = data_loss + config.l2_coef * l2
     metrics = {
         "loss/total": loss,
@@ -142,6 +215,7 @@ def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):
         / jnp.maximum(jnp.sum(t.value_mask), 1.0),
         "targets/reward_outside_support": jnp.mean(outside_support(t.reward, support, transform)),
         **_per_step(ce_p, ce_v, ce_r, t.value_mask, w),
+        **{k: (jnp.mean(w * v_) if v_.ndim else v_) for k, v_ in extra_metrics.items()},
     }
     priorities = jnp.abs(out.value - t.value[:, 0])
     return loss, {"metrics": metrics, "priorities": jax.lax.stop_gradient(priorities)}

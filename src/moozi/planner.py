@@ -188,39 +188,112 @@ def search(
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=_per_element(config.gumbel_scale if gumbel_scale is None else gumbel_scale),
         )
+    result = _search_output(out, invalid, root)
+    return (result, out.search_tree) if return_tree else result
+
+
+class ChanceSteps(NamedTuple):
+    """A search model with chance (Stochastic MuZero): ``afterstate(params, embedding, action [B]) ->
+    (afterstate, value [B], chance_logits [B, M])`` and ``chance(params, afterstate, outcome [B]) -> StepEval``
+    (the next state, the transition's reward, its value and prior)."""
+
+    afterstate: Callable
+    chance: Callable
+
+
+def learned_chance_steps(model) -> ChanceSteps:
+    """:class:`ChanceSteps` of a :class:`~moozi.model.stochastic.StochasticModel` (outcome ``i`` is code ``i``)."""
+
+    def afterstate(params, embedding, action):
+        out = model.afterstate_inference(params, embedding, action)
+        return out.afterstate, out.value, out.chance_logits
+
+    def chance(params, after, outcome):
+        out = model.chance_inference(params, after, jax.nn.one_hot(outcome, model.chance_outcomes))
+        return StepEval(out.hidden, out.reward, out.value, out.policy_logits)
+
+    return ChanceSteps(afterstate, chance)
+
+
+def stochastic_search(params, rng, root: RootEval, steps: ChanceSteps, legal_actions, config: PlannerConfig, *,
+                      discount: float, two_player: bool, temperature=None, gumbel_scale=None, return_tree=False):
+    """:func:`search` for a search model with chance: mctx's ``stochastic_muzero_policy`` (PUCT over decision
+    nodes, chance nodes expanded by their prior and visited in proportion to it). Same arguments and result
+    (``gumbel_scale`` is not used: PUCT only); ``max_depth`` counts moves (a move and its chance outcome are
+    two tree levels), and the returned tree holds the decision nodes' statistics over the A actions."""
+    del gumbel_scale
+    if config.kind != "puct":
+        raise ValueError(f"planner.kind = {config.kind!r}: a search with chance is PUCT only")
+    num_actions = root.prior_logits.shape[-1]
+    if legal_actions.shape[-1] != num_actions - 1:
+        raise ValueError(f"legal_actions has {legal_actions.shape[-1]} environment actions but the model's "
+                         f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)")
+    invalid = root_invalid_actions(legal_actions)
+    gamma = signed_discount(discount, two_player)
+
+    def decision_fn(p, key, action, embedding):
+        del key
+        after, value, chance_logits = steps.afterstate(p, embedding, action)
+        out = mctx.DecisionRecurrentFnOutput(chance_logits=chance_logits.astype(jnp.float32),
+                                             afterstate_value=value.astype(jnp.float32))
+        return out, after
+
+    def chance_fn(p, key, outcome, after):
+        del key
+        out = steps.chance(p, after, outcome)
+        rec = mctx.ChanceRecurrentFnOutput(
+            action_logits=out.prior_logits.astype(jnp.float32), value=out.value.astype(jnp.float32),
+            reward=out.reward.astype(jnp.float32), discount=jnp.full(outcome.shape, gamma, jnp.float32))
+        return rec, out.embedding
+
+    mroot = mctx.RootFnOutput(prior_logits=root.prior_logits.astype(jnp.float32),
+                              value=root.value.astype(jnp.float32), embedding=root.embedding)
+    out = mctx.stochastic_muzero_policy(
+        params, rng, mroot, decision_fn, chance_fn, num_simulations=config.num_simulations, invalid_actions=invalid,
+        max_depth=None if config.max_depth is None else 2 * config.max_depth,
+        dirichlet_fraction=config.dirichlet_fraction, dirichlet_alpha=config.dirichlet_alpha,
+        pb_c_init=config.pb_c_init, pb_c_base=config.pb_c_base,
+        temperature=_per_element(1.0 if temperature is None else temperature))
+    result = _search_output(out, invalid, root, depth_per_move=2)
+    return (result, out.search_tree) if return_tree else result
+
+
+def _search_output(out, invalid, root: RootEval, depth_per_move: int = 1) -> SearchOutput:
+    """mctx's ``PolicyOutput`` as a :class:`SearchOutput` (the policy renormalised over the valid actions)."""
     summary = out.search_tree.summary()
     policy = jnp.where(invalid, 0.0, out.action_weights)
     policy = policy / jnp.maximum(jnp.sum(policy, axis=-1, keepdims=True), 1e-12)
     action = out.action.astype(jnp.int32)
-    result = SearchOutput(
+    return SearchOutput(
         action=action,
         env_action=action - 1,
         root_value=summary.value,
         root_policy=policy,
         prior_value=root.value.astype(jnp.float32),
         policy_entropy=_entropy(policy),
-        max_depth=_tree_max_depth(out.search_tree),
+        max_depth=_tree_max_depth(out.search_tree) // depth_per_move,
     )
-    return (result, out.search_tree) if return_tree else result
+
+
+def learned_search(model, params, rng, root: RootEval, legal_actions, config: PlannerConfig, *,
+                   prior_temperature: float = 1.0, **kwargs):
+    """Search the learned ``model`` from an evaluated root: :func:`search` over its dynamics, or
+    :func:`stochastic_search` over its afterstates and chance outcomes for a model with chance
+    (``model.chance_outcomes``); ``prior_temperature`` as :func:`tempered_prior`; ``kwargs`` as :func:`search`."""
+    steps = learned_chance_steps(model) if model.config.chance_outcomes else learned_step(model)
+    if prior_temperature != 1.0:
+        root, steps = tempered_prior(root, steps, prior_temperature)
+    run = stochastic_search if isinstance(steps, ChanceSteps) else search
+    return run(params, rng, root, steps, legal_actions, config, **kwargs)
 
 
 def plan(model, params, rng, observation, legal_actions, config: PlannerConfig, *, discount, two_player,
          temperature=None, gumbel_scale=None, return_tree: bool = False):
-    """Search with the learned model from stacked observations ``[B, ...]`` (see :func:`search`)."""
-    root, step = learned_root(model, params, observation), learned_step(model)
-    return search(
-        params,
-        rng,
-        root,
-        step,
-        legal_actions,
-        config,
-        discount=discount,
-        two_player=two_player,
-        temperature=temperature,
-        gumbel_scale=gumbel_scale,
-        return_tree=return_tree,
-    )
+    """Search with the learned model from stacked observations ``[B, ...]`` (see :func:`search`,
+    :func:`learned_search`)."""
+    return learned_search(model, params, rng, learned_root(model, params, observation), legal_actions, config,
+                          discount=discount, two_player=two_player, temperature=temperature,
+                          gumbel_scale=gumbel_scale, return_tree=return_tree)
 
 
 FINAL_MOVES = ("policy", "visits", "value", "lcb")
@@ -229,16 +302,21 @@ shares for PUCT, the improved policy for Gumbel), the most visited move, the bes
 lower confidence bound ``Q - c / sqrt(N)``; the last two among the moves searched at least once."""
 
 
-def tempered_prior(root: RootEval, step: StepFn, temperature: float) -> tuple[RootEval, StepFn]:
+def tempered_prior(root: RootEval, step, temperature: float):
     """The same search model with every prior's logits divided by ``temperature`` (AlphaZero.jl's
-    ``prior_temperature``: above 1 flattens the prior the search explores by, below 1 sharpens it)."""
+    ``prior_temperature``: above 1 flattens the prior the search explores by, below 1 sharpens it). ``step`` is a
+    :data:`StepFn` or :class:`ChanceSteps` (the moves' priors are tempered, not the chance outcomes')."""
     t = float(temperature)
 
-    def step_t(params, embedding, action):
-        out = step(params, embedding, action)
-        return out._replace(prior_logits=out.prior_logits / t)
+    def temper(fn):
+        def tempered(params, embedding, action):
+            out = fn(params, embedding, action)
+            return out._replace(prior_logits=out.prior_logits / t)
 
-    return root._replace(prior_logits=root.prior_logits / t), step_t
+        return tempered
+
+    steps = step._replace(chance=temper(step.chance)) if isinstance(step, ChanceSteps) else temper(step)
+    return root._replace(prior_logits=root.prior_logits / t), steps
 
 
 def final_move_scores(result: SearchOutput, tree: mctx.Tree, pick: str, lcb_c: float = 1.0) -> Array:

@@ -170,7 +170,7 @@ def _check_shapes(traj: Trajectory, num_actions: int) -> None:
         )
 
 
-def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int) -> Targets:
+def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, chance: bool = False) -> Targets:
     """Training targets for position ``t`` of one trajectory, unroll ``k = 0..K``.
 
     Args:
@@ -182,6 +182,8 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int) ->
         past ``last`` excepted).
       config: ``history_length`` L, ``unroll_steps`` K, ``td_steps`` N, ``discount``.
       num_actions: A, the augmented action-space size (dummy at index 0).
+      chance: Stochastic MuZero (static): also ``unroll_observations`` and
+        ``transition_mask`` (what the chance encoder reads).
 
     Returns:
       :class:`~moozi.types.Targets` with ``observation`` / ``next_observation``
@@ -222,7 +224,14 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int) ->
         in_episode, jnp.abs(_read(traj.root_values, t).astype(jnp.float32) - value[0]), 0.0
     )
 
+    extra = {}
+    if chance:
+        at = jnp.minimum(ks, last)
+        extra["unroll_observations"] = jax.vmap(
+            lambda i: history_at(traj.frames, traj.actions, first, i, length, num_actions))(at).astype(jnp.float32)
+        extra["transition_mask"] = before_end[:big_k].astype(jnp.float32)
     return Targets(
+        **extra,
         observation=observation.astype(jnp.float32),
         next_observation=next_observation.astype(jnp.float32),
         actions=actions.astype(jnp.int32),
@@ -235,8 +244,8 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int) ->
     )
 
 
-@functools.partial(jax.jit, static_argnames=("config", "num_actions"))
-def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: int) -> Targets:
+@functools.partial(jax.jit, static_argnames=("config", "num_actions", "chance"))
+def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: int, chance: bool = False) -> Targets:
     """Jitted ``vmap`` of :func:`make_targets` over a batch of positions.
 
     Args:
@@ -246,8 +255,9 @@ def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: in
       ts: ``[B]`` int storage index of each position in its trajectory.
       config: static (hashable) :class:`~moozi.config.TargetConfig`.
       num_actions: static A.
+      chance: static; Stochastic MuZero's extra targets (see :func:`make_targets`).
 
     Returns:
       :class:`~moozi.types.Targets` with a leading ``[B]`` axis on every field.
     """
-    return jax.vmap(lambda traj, t: make_targets(traj, t, config, num_actions))(trajs, ts)
+    return jax.vmap(lambda traj, t: make_targets(traj, t, config, num_actions, chance))(trajs, ts)

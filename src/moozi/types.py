@@ -127,6 +127,12 @@ class Targets:
       reward: ``[K+1]`` reward targets r_{t+k}; index 0 is unused and 0.
       consistency_mask: ``[]`` float32, 1 if step t + 1 exists (t < T).
       priority: ``[]`` float32 ``|v*_t - G^N_t|``.
+      unroll_observations: Stochastic MuZero only (else None): ``[K+1, H, W,
+        L*(C + A)]`` the stacked history at ``min(t + k, T)``, what the encoder
+        reads on both sides of each transition.
+      transition_mask: Stochastic MuZero only (else None): ``[K]`` float32, 1
+        where ``t + k < T`` (a real transition, whose chance outcome the
+        encoder names and the chance prior learns).
     """
 
     observation: Array
@@ -138,6 +144,8 @@ class Targets:
     reward: Array
     consistency_mask: Array
     priority: Array
+    unroll_observations: Array | None = None
+    transition_mask: Array | None = None
 
 
 @struct.dataclass

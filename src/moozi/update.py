@@ -179,7 +179,7 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
 
 
 def build_batch(windows: Trajectory, positions, weights, *, target_config: TargetConfig, num_actions: int,
-                frame_scale: float = 1.0) -> Batch:
+                frame_scale: float = 1.0, chance: bool = False) -> Batch:
     """Targets for a batch of raw replay windows (inside the learner's jit).
 
     Args:
@@ -187,12 +187,13 @@ def build_batch(windows: Trajectory, positions, weights, *, target_config: Targe
         numeric storage dtype; decoded as ``frames * frame_scale``).
       positions: ``[B]`` index of each position in its window.
       weights: ``[B]`` importance weights.
+      chance: Stochastic MuZero's extra targets (:func:`moozi.targets.make_targets`).
     """
     def one(traj, t):
         frames = traj.frames.astype(jnp.float32)
         if frame_scale != 1.0:
             frames = frames * frame_scale
-        return make_targets(traj.replace(frames=frames), t, target_config, num_actions)
+        return make_targets(traj.replace(frames=frames), t, target_config, num_actions, chance)
 
     targets = jax.vmap(one)(windows, positions)
     return Batch(targets=targets, weights=jnp.asarray(weights, jnp.float32))
@@ -207,7 +208,7 @@ def update_from_windows(state: TrainState, windows: Trajectory, positions, weigh
     if symmetry is not None:
         windows = augment_windows(windows, symmetry, symmetry_tables)
     batch = build_batch(windows, positions, weights, target_config=target_config, num_actions=model.num_actions,
-                        frame_scale=frame_scale)
+                        frame_scale=frame_scale, chance=bool(model.config.chance_outcomes))
     return update_step(state, batch, lr_scale, model=model, config=config)
 
 

@@ -46,6 +46,16 @@ class ModelConfig:
       (multiplicative conditioning, as in Oh et al. 2015's action-conditional
       video prediction), so a move can shift what it moves (Freeway's chicken
       a row up) and read what lies there in one layer.
+    chance_outcomes: 0 (MuZero: deterministic dynamics) or M >= 2: Stochastic
+      MuZero (Antonoglou et al. 2022; :mod:`moozi.model.stochastic`): a move
+      leads to an afterstate (its value Q and a prior sigma over M chance
+      outcomes), an encoder names the outcome that happened as one of M codes
+      (one-hot, straight-through), and the dynamics go from the afterstate and
+      the code to the next state and its reward. Searched with mctx's
+      ``stochastic_muzero_policy`` (PUCT only). Games with chance (2048,
+      OpenSpiel's chance nodes, sticky actions) need it.
+    chance_blocks: residual blocks of the chance dynamics (afterstate + code
+      -> state); the afterstate dynamics keep ``dyn_blocks``.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -63,9 +73,18 @@ class ModelConfig:
     dynamics: Literal["learned", "simulator"] = "learned"
     mover_relative: bool = False
     dynamics_action: Literal["planes", "kernels"] = "planes"
+    chance_outcomes: int = 0
+    chance_blocks: int = 1
 
     def __post_init__(self):
         o = "model"
+        _nonneg_int(o, "chance_outcomes", self.chance_outcomes)
+        if self.chance_outcomes == 1:
+            _fail(o, "chance_outcomes", 1, "0 (deterministic MuZero) or an integer >= 2 (Stochastic MuZero)")
+        _nonneg_int(o, "chance_blocks", self.chance_blocks)
+        if self.chance_outcomes and self.dynamics == "simulator":
+            _fail(o, "chance_outcomes", self.chance_outcomes, "0 with model.dynamics = simulator (the game's own "
+                  "simulator draws its chance)")
         _choice(o, "kind", self.kind, ("resnet", "mlp"))
         _choice(o, "dynamics", self.dynamics, ("learned", "simulator"))
         _choice(o, "value_transform", self.value_transform, ("phi", "identity"))
@@ -195,6 +214,13 @@ class LearnerConfig:
     ema_decay: 0 (off) or the decay of an exponential moving average of the
       params (e.g. 0.99); when on, acting, testing, evaluation and checkpoints'
       published params are the average, not the newest params.
+    chance_coef / commitment_coef: Stochastic MuZero only
+      (``model.chance_outcomes``): the weight of the chance prior's
+      cross-entropy toward the encoder's code, summed over the K steps, and
+      the VQ-VAE commitment weight beta of ``||c - softmax(e)||^2`` that pulls
+      the encoder's soft output toward its one-hot code. The afterstate
+      value Q is trained toward the same n-step return as the value, with
+      ``value_coef``.
     augment_symmetries: show every sampled window to the learner through a
       random one of the game's board symmetries (AlphaZero's augmentation;
       the game must declare some: ``EnvSpec.symmetries``).
@@ -221,11 +247,13 @@ class LearnerConfig:
     ema_decay: float = 0.0
     augment_symmetries: bool = False
     devices: int = 1
+    chance_coef: float = 1.0
+    commitment_coef: float = 0.25
 
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "reward_coef", "consistency_coef", "l2_coef"):
+        for name in ("value_coef", "reward_coef", "consistency_coef", "l2_coef", "chance_coef", "commitment_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))

@@ -118,6 +118,13 @@ class Config:
         elif self.targets.unroll_steps == 0:
             raise ConfigError("targets.unroll_steps = 0 is only allowed with model.dynamics = simulator (AlphaZero "
                               "mode); the learned dynamics need K >= 1 unroll steps")
+        if self.model.chance_outcomes:
+            for section, planner in (("planner", self.planner), ("test_planner", self.test_planner),
+                                     ("reanalyze_planner", self.reanalyze_planner)):
+                if planner is not None and planner.kind != "puct":
+                    raise ConfigError(f"{section}.kind = {planner.kind!r} with model.chance_outcomes = "
+                                      f"{self.model.chance_outcomes}: Stochastic MuZero searches with mctx's "
+                                      "stochastic_muzero_policy; allowed: puct")
         # Combinations that would act for the whole budget and never train.
         s, r = self.schedule, self.replay
         if r.capacity < s.min_replay_steps:

@@ -9,12 +9,20 @@ A ``params`` dict is merged over the string's parameters
 ``pyspiel`` is imported when a game is built, never when this module is
 imported. ``pyspiel.registered_names()`` lists every OpenSpiel game.
 
-Games the bridge accepts: perfect-information, sequential (turn-based),
-deterministic games with one player, or two players and zero-sum utility,
-that provide an observation tensor. Any other game is refused with a
-:class:`~moozi.config.ConfigError` that says why (simultaneous moves, chance
-nodes, imperfect information, more than two players, not zero-sum, no
-observation tensor).
+Games the bridge accepts: perfect-information, sequential (turn-based)
+games with one player, or two players and zero-sum utility, that provide an
+observation tensor. Any other game is refused with a
+:class:`~moozi.config.ConfigError` that says why (simultaneous moves,
+imperfect information, more than two players, not zero-sum, no observation
+tensor).
+
+Chance: games with explicit chance nodes (2048, einstein_wurfelt_nicht, pig,
+backgammon, ...) are played by sampling every chance node with the bridge's
+own generator, seeded by ``reset``'s seed (so an episode is reproducible from
+its seed), until a player is to move; the outcomes are not exposed, so a model
+learns them from the observations (``model.chance_outcomes``: Stochastic
+MuZero). Games that sample their own chance (``SAMPLED_STOCHASTIC``) are
+played as they are.
 
 Mapping to the step contract (the pool adds auto-reset, the empty legal mask
 on last steps, the truncation cap and legal-action checks):
@@ -37,7 +45,7 @@ on last steps, the truncation cap and legal-action checks):
 * ``reward`` = from the point of view of the player who just moved
   (``mover``, the current player before the step): ``state.returns()[mover]``
   on arriving at a terminal state for games with terminal rewards (reward
-  model ``TERMINAL``; 0 before), ``state.rewards()[mover]`` at every step for
+  model ``TERMINAL``; 0 before), the step's change of ``state.returns()[mover]`` for
   games with intermediate rewards (reward model ``REWARDS``; zero-sum, so the
   opponent received the negation). Single-player games: player 0.
 * ``legal_actions`` = ``state.legal_actions_mask(current_player)`` over
@@ -48,8 +56,11 @@ on last steps, the truncation cap and legal-action checks):
   moves), so the pool's cap does not truncate a real game: a game that ends
   at exactly that many moves is terminated (termination wins over the cap).
   ``max_episode_steps`` can set a lower cap.
-* Seeds: deterministic games need none, so ``reset`` ignores its seed and
-  always starts from ``game.new_initial_state()``.
+* Seeds: deterministic games need none: every episode starts from
+  ``game.new_initial_state()``; games with chance draw their chance nodes
+  from ``reset``'s seed.
+* Games with intermediate rewards: a step's reward is what the move and the
+  chance nodes after it added to the mover's ``returns()``.
 * ``render()`` = ``str(state)`` (OpenSpiel's text picture).
 
 Two-player games where a player can move twice in a row (checkers
@@ -71,7 +82,8 @@ from moozi.envs.host import GameStep, HostEnv
 
 PREFIX = "openspiel:"
 
-GAMES = ("tic_tac_toe", "connect_four", "breakthrough(rows=5,columns=5)", "go(board_size=9)")
+GAMES = ("tic_tac_toe", "connect_four", "breakthrough(rows=5,columns=5)", "go(board_size=9)", "einstein_wurfelt_nicht",
+         "2048")
 """OpenSpiel games listed by ``list_envs`` (any supported game string works)."""
 
 _EXAMPLES = (
@@ -79,8 +91,8 @@ _EXAMPLES = (
     "checkers", "chess", "cliff_walking",
 )  # fmt: skip
 
-_SUPPORTED = ("Supported: perfect-information, turn-based, deterministic games with 1 player or 2 zero-sum "
-              "players that provide an observation tensor")
+_SUPPORTED = ("Supported: perfect-information, turn-based games (chance nodes sampled by the bridge) with 1 player "
+              "or 2 zero-sum players that provide an observation tensor")
 
 
 def _import_pyspiel():
@@ -180,8 +192,6 @@ def check_supported(game, name: str) -> None:
     why = []
     if t.dynamics != gt.Dynamics.SEQUENTIAL:
         why.append(f"simultaneous moves (dynamics {t.dynamics.name})")
-    if t.chance_mode != gt.ChanceMode.DETERMINISTIC:
-        why.append(f"chance nodes (chance_mode {t.chance_mode.name})")
     if t.information != gt.Information.PERFECT_INFORMATION:
         why.append(f"imperfect information (information {t.information.name})")
     if n > 2:
@@ -277,20 +287,31 @@ class OpenSpielEnv(HostEnv):
         return GameStep(self._observation(to_play), legal, reward=reward, terminated=terminated, to_play=to_play)
 
     def reset(self, seed: int) -> GameStep:
-        del seed  # deterministic games: every episode starts from the same initial state
+        self._rng = np.random.default_rng(seed)  # chance nodes only; deterministic games draw nothing
         self._state = self._game.new_initial_state()
+        self._resolve_chance()
         return self._game_step(0.0, bool(self._state.is_terminal()), mover=1)
 
     def step(self, action: int) -> GameStep:
         s = self._state
         mover = int(s.current_player())
+        before = 0.0 if self._terminal_rewards else float(s.returns()[mover])
         s.apply_action(int(action))
+        self._resolve_chance()
         terminated = bool(s.is_terminal())
         if self._terminal_rewards:
             reward = float(s.returns()[mover]) if terminated else 0.0
-        else:
-            reward = float(s.rewards()[mover])
+        else:  # what the move and the chance after it added to the mover's return
+            reward = float(s.returns()[mover]) - before
         return self._game_step(reward, terminated, mover)
+
+    def _resolve_chance(self) -> None:
+        """Sample chance nodes until a player is to move (or the game ends)."""
+        s = self._state
+        while s.is_chance_node():
+            outcomes, probs = zip(*s.chance_outcomes())
+            probs = np.asarray(probs, np.float64)
+            s.apply_action(int(outcomes[self._rng.choice(len(outcomes), p=probs / probs.sum())]))
 
     def render(self) -> str | None:
         return None if self._state is None else str(self._state)

@@ -19,6 +19,9 @@ Mapping to the step contract:
   Some games end by their own rules after a step budget and count that as
   termination: Go after ``2 * size**2`` moves (scored), pgx's MinAtar Freeway
   after 2500 steps.
+* Chance is drawn by pgx inside ``step`` from the step's key (2048's new tile,
+  MinAtar's sticky actions) and not exposed: a model learns it from the
+  observations alone (Stochastic MuZero's encoder, ``model.chance_outcomes``).
 
 Inside jit an illegal (in-range) action follows pgx's rule: the game
 terminates and the mover gets -1 (the opponent +1).
@@ -43,6 +46,7 @@ _GAMES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "connect_four": ("pgx.connect_four", "ConnectFour", {}),
     "othello": ("pgx.othello", "Othello", {}),
     "go_9x9": ("pgx.go", "Go", {"size": 9}),
+    "2048": ("pgx.play2048", "Play2048", {}),
     "minatar-asterix": ("pgx.minatar.asterix", "MinAtarAsterix", {}),
     "minatar-breakout": ("pgx.minatar.breakout", "MinAtarBreakout", {}),
     "minatar-freeway": ("pgx.minatar.freeway", "MinAtarFreeway", {}),

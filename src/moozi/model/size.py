@@ -3,7 +3,8 @@ its state takes, estimated from the config and measured.
 
 Parts are named by the networks' module prefixes: representation (``repr_``), dynamics (``dyn_`` and the
 reward head), prediction (``pred_``, the value and policy heads), projection (``proj_``, the
-self-consistency loss's); anything else is ``other``.
+self-consistency loss's); Stochastic MuZero's afterstate prediction (``after_``), chance dynamics (``chance_``)
+and encoder (``encoder_``); anything else is ``other``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 PARTS = (("representation", ("repr_",)), ("dynamics", ("dyn_", "reward_head")),
-         ("prediction", ("pred_", "value_head", "policy_head")), ("projection", ("proj_",)))
+         ("prediction", ("pred_", "value_head", "policy_head")), ("projection", ("proj_",)),
+         ("afterstate", ("after_",)), ("chance", ("chance_",)), ("encoder", ("encoder_",)))
 
 LEARNER_COPIES = 5
 """float32 copies of the parameters the learner holds: the online network, the target network, Adam's two moments

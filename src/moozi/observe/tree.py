@@ -266,6 +266,20 @@ def _position_png(spec, ts) -> bytes | None:
     return render_png(spec, np.asarray(ts.observation)[0], int(np.asarray(ts.to_play)[0]), size=88)
 
 
+def _check_drawable(run_dir, config) -> None:
+    """A ConfigError for the runs whose search this view does not draw: AlphaZero mode, Stochastic MuZero."""
+    from moozi.errors import ConfigError
+
+    if config.model.dynamics == "simulator":
+        raise ConfigError(f"{run_dir} was trained in AlphaZero mode (model.dynamics = simulator): its search steps "
+                          "the game itself, and the tree view shows the learned model's search; its search per move "
+                          "is shown by `moozi play RUN` (hint) and `moozi gtp RUN` (moozi-analyze)")
+    if config.model.chance_outcomes:
+        raise ConfigError(f"{run_dir} is a Stochastic MuZero run (model.chance_outcomes = "
+                          f"{config.model.chance_outcomes}): its search tree alternates moves and chance outcomes, "
+                          "which the tree view does not draw yet; `moozi embed RUN` shows its model's paths")
+
+
 def view_position(run_dir, moves: list[int] | None = None, episode_step: int | None = None,
                   checkpoint: str = "latest", seed: int = 0, threshold: float = 0.25, out_dir=None,
                   simulations: int | None = None, position: str | None = None) -> dict:
@@ -287,12 +301,7 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     from moozi.run_dir import load_run_config, open_run, views_dir
 
     config = load_run_config(run_dir)
-    if config.model.dynamics == "simulator":
-        from moozi.errors import ConfigError
-
-        raise ConfigError(f"{run_dir} was trained in AlphaZero mode (model.dynamics = simulator): its search steps "
-                          "the game itself, and the tree view shows the learned model's search; its search per move "
-                          "is shown by `moozi play RUN` (hint) and `moozi gtp RUN` (moozi-analyze)")
+    _check_drawable(run_dir, config)
     if simulations is not None:
         config = dataclasses.replace(config, test_planner=dataclasses.replace(config.test_planner,
                                                                               num_simulations=int(simulations)))

@@ -221,7 +221,7 @@ def _build_run_functions(model, config, planner, mode: str, two_player: bool, op
 
     from moozi.envs.symmetry import draw_symmetries, transform_history, transform_legal, untransform_policy
     from moozi.model.history import history_observation, history_push
-    from moozi.planner import learned_root, learned_step, search, tempered_prior
+    from moozi.planner import learned_root, learned_search
 
     def choose(params, key, history, idx, legal):
         sub = jax.tree_util.tree_map(lambda x: jnp.take(x, idx, axis=0), history)
@@ -238,12 +238,11 @@ def _build_run_functions(model, config, planner, mode: str, two_player: bool, op
         return weights if tables is None else untransform_policy(weights, symmetry, tables)
 
     def _searched(params, key, obs, legal):
-        root, step = learned_root(model, params, obs), learned_step(model)
-        if options.ptemp != 1.0:
-            root, step = tempered_prior(root, step, options.ptemp)
-        out, tree = search(params, key, root, step, legal, planner, discount=config.targets.discount,
-                           two_player=two_player, temperature=0.0,
-                           gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None, return_tree=True)
+        out, tree = learned_search(model, params, key, learned_root(model, params, obs), legal, planner,
+                                   prior_temperature=options.ptemp, discount=config.targets.discount,
+                                   two_player=two_player, temperature=0.0,
+                                   gumbel_scale=planner.gumbel_scale if planner.kind == "gumbel" else None,
+                                   return_tree=True)
         return final_weights(out, tree, options, legal.shape[-1])
 
     return jax.jit(history_push), jax.jit(choose)
