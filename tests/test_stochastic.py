@@ -96,7 +96,7 @@ class _FixedModel:
 def test_stochastic_loss_terms_by_hand():
     """One sample, K = 2, both transitions real: Q's CE against a two-hot target is log N for uniform logits
     (N = 3 bins, support 1, identity), the chance prior's CE is -log sigma(code 1) = log 4 per step, the
-    commitment ||(0, 1, 0) - (0.2, 0.6, 0.2)||^2 = 0.24 per step."""
+    commitment ||(0, 1, 0) - (0.2, 0.6, 0.2)||^2 = 0.24 per step, the diversity log 3 - H(0.2, 0.6, 0.2)."""
     cfg = ModelConfig(kind="mlp", support_size=1, value_transform="identity", chance_outcomes=3)
     model = _FixedModel(cfg)
     k = 2
@@ -104,7 +104,7 @@ def test_stochastic_loss_terms_by_hand():
                            chance=True)
     batch = Batch(jax.tree.map(lambda x: x[None], targets), jnp.ones(1))
     learner = LearnerConfig(value_coef=0.5, chance_coef=1.5, commitment_coef=0.25, consistency_coef=0.0,
-                            l2_coef=0.0)
+                            l2_coef=0.0, chance_diversity_coef=2.0)
     from moozi.losses import stochastic_unroll
 
     t = batch.targets
@@ -116,7 +116,10 @@ def test_stochastic_loss_terms_by_hand():
     np.testing.assert_allclose(metrics["loss/afterstate_value"], [q], rtol=1e-5)
     np.testing.assert_allclose(metrics["loss/chance"], [chance], rtol=1e-5)
     np.testing.assert_allclose(metrics["loss/commitment"], [commitment], rtol=1e-5)
-    np.testing.assert_allclose(extra, [q + chance + commitment], rtol=1e-5)
+    # diversity: every transition's softmax is (0.2, 0.6, 0.2), so is the batch's mean u: 2 (log 3 - H(u))
+    diversity = 2.0 * (math.log(3) + 2 * 0.2 * math.log(0.2) + 0.6 * math.log(0.6))
+    np.testing.assert_allclose(metrics["loss/chance_diversity"], [diversity], rtol=1e-5)
+    np.testing.assert_allclose(extra, [q + chance + commitment + diversity], rtol=1e-5)
     np.testing.assert_allclose(metrics["chance/codes_used"], 1.0, rtol=1e-6)  # one code only
 
 

@@ -128,6 +128,11 @@ def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
         c^v 1/K sum_k CE(Phi(G_{t+k}), Q^k)                (the afterstate value, masked like the value)
         + c^chance sum_k m_k CE(c_{t+k}, sigma^k)           (the chance prior toward the encoder's one-hot code)
         + beta sum_k m_k ||c_{t+k} - softmax(e_{t+k})||^2   (commitment: the encoder toward its code)
+        + c^div (log M - H(u))                              (diversity, the same for every sample)
+
+where ``u`` is the batch's mean encoder softmax over its real transitions: 0 when the M codes are used
+evenly, log M when one code takes everything (the encoder's collapse: every transition named alike, so the
+model is deterministic again; wav2vec 2.0's diversity loss).
 
     with ``m_k = transition_mask`` (t + k < T) and the code held fixed (stop-gradient) in both; the dynamics
     and everything after them reach the encoder through the straight-through code. Same returns as
@@ -141,7 +146,7 @@ def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
     steps, hidden = [out], out.hidden
     big_k = t.actions.shape[1]
     consistency = jnp.zeros(t.value.shape[:1])
-    q_ce, chance_ce, commit, codes = [], [], [], []
+    q_ce, chance_ce, commit, codes, soft = [], [], [], [], []
     for k in range(big_k):
         hidden = scale_gradient(hidden, 0.5)
         after = model.afterstate_inference(params, hidden, t.actions[:, k])
@@ -156,15 +161,19 @@ def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
         chance_ce.append(cross_entropy(onehot, after.chance_logits))
         commit.append(jnp.sum(jnp.square(onehot - probs), axis=-1))
         codes.append(onehot)
+        soft.append(probs)
     mask = t.transition_mask  # [B, K]
     q = config.value_coef * jnp.sum(jnp.stack(q_ce, 1) * t.value_mask[:, :big_k], axis=1) / big_k
     chance = config.chance_coef * jnp.sum(jnp.stack(chance_ce, 1) * mask, axis=1)
     commitment = config.commitment_coef * jnp.sum(jnp.stack(commit, 1) * mask, axis=1)
     usage = jnp.sum(jnp.stack(codes, 1) * mask[..., None], axis=(0, 1))
     usage = usage / jnp.maximum(jnp.sum(usage), 1.0)
+    soft_usage = jnp.sum(jnp.stack(soft, 1) * mask[..., None], axis=(0, 1)) / jnp.maximum(jnp.sum(mask), 1.0)
+    num_codes = soft_usage.shape[-1]
+    diversity = config.chance_diversity_coef * (jnp.log(num_codes) - entropy(soft_usage)) * jnp.ones_like(q)
     metrics = {"loss/afterstate_value": q, "loss/chance": chance, "loss/commitment": commitment,
-               "chance/codes_used": jnp.exp(entropy(usage))}
-    return steps, consistency, q + chance + commitment, metrics
+               "loss/chance_diversity": diversity, "chance/codes_used": jnp.exp(entropy(usage))}
+    return steps, consistency, q + chance + commitment + diversity, metrics
 
 
 def loss_fn(params, model: Model, batch: Batch, config: LearnerConfig):

@@ -221,6 +221,10 @@ class LearnerConfig:
       the encoder's soft output toward its one-hot code. The afterstate
       value Q is trained toward the same n-step return as the value, with
       ``value_coef``.
+    chance_diversity_coef: Stochastic MuZero only: the weight of ``log M -
+      H(u)``, ``u`` the batch's mean encoder softmax: pushes the encoder to
+      use its codes evenly (0: off; an encoder that names every transition
+      alike makes the model deterministic again).
     augment_symmetries: show every sampled window to the learner through a
       random one of the game's board symmetries (AlphaZero's augmentation;
       the game must declare some: ``EnvSpec.symmetries``).
@@ -249,11 +253,13 @@ class LearnerConfig:
     devices: int = 1
     chance_coef: float = 1.0
     commitment_coef: float = 0.25
+    chance_diversity_coef: float = 0.0
 
     def __post_init__(self):
         o = "learner"
         _positive_int(o, "devices", self.devices)
-        for name in ("value_coef", "reward_coef", "consistency_coef", "l2_coef", "chance_coef", "commitment_coef"):
+        for name in ("value_coef", "reward_coef", "consistency_coef", "l2_coef", "chance_coef", "commitment_coef",
+                     "chance_diversity_coef"):
             _number_in(o, name, getattr(self, name), 0.0, float("inf"))
         _number_in(o, "learning_rate", self.learning_rate, 0.0, float("inf"), lo_open=True)
         _choice(o, "lr_schedule", self.lr_schedule, ("constant", "cosine", "linear"))
