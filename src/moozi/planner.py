@@ -107,6 +107,20 @@ def _per_element(x):
     return x[:, None] if x.ndim == 1 else x
 
 
+def _mctx_root(root: RootEval, legal_actions, discount: float, two_player: bool):
+    """``(mctx root, invalid [B, A], the search's discount)`` for one batched search; legal moves checked against
+    the prior's size."""
+    num_actions = root.prior_logits.shape[-1]
+    if legal_actions.shape[-1] != num_actions - 1:
+        raise ValueError(
+            f"legal_actions has {legal_actions.shape[-1]} environment actions but the model's "
+            f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)"
+        )
+    mroot = mctx.RootFnOutput(prior_logits=root.prior_logits.astype(jnp.float32),
+                              value=root.value.astype(jnp.float32), embedding=root.embedding)
+    return mroot, root_invalid_actions(legal_actions), signed_discount(discount, two_player)
+
+
 def search(
     params,
     rng,
@@ -143,14 +157,7 @@ def search(
       :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields, or ``(SearchOutput, mctx.Tree)``
       with ``return_tree``.
     """
-    num_actions = root.prior_logits.shape[-1]
-    if legal_actions.shape[-1] != num_actions - 1:
-        raise ValueError(
-            f"legal_actions has {legal_actions.shape[-1]} environment actions but the model's "
-            f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)"
-        )
-    invalid = root_invalid_actions(legal_actions)
-    gamma = signed_discount(discount, two_player)
+    mroot, invalid, gamma = _mctx_root(root, legal_actions, discount, two_player)
 
     def recurrent_fn(p, key, action, embedding):
         del key
@@ -164,11 +171,6 @@ def search(
         )
         return rec, out.embedding
 
-    mroot = mctx.RootFnOutput(
-        prior_logits=root.prior_logits.astype(jnp.float32),
-        value=root.value.astype(jnp.float32),
-        embedding=root.embedding,
-    )
     common = dict(num_simulations=config.num_simulations, invalid_actions=invalid, max_depth=config.max_depth)
     if config.kind == "puct":
         out = mctx.muzero_policy(
@@ -224,12 +226,7 @@ def stochastic_search(params, rng, root: RootEval, steps: ChanceSteps, legal_act
     del gumbel_scale
     if config.kind != "puct":
         raise ValueError(f"planner.kind = {config.kind!r}: a search with chance is PUCT only")
-    num_actions = root.prior_logits.shape[-1]
-    if legal_actions.shape[-1] != num_actions - 1:
-        raise ValueError(f"legal_actions has {legal_actions.shape[-1]} environment actions but the model's "
-                         f"policy covers {num_actions} augmented actions (expected {num_actions - 1} + dummy)")
-    invalid = root_invalid_actions(legal_actions)
-    gamma = signed_discount(discount, two_player)
+    mroot, invalid, gamma = _mctx_root(root, legal_actions, discount, two_player)
 
     def decision_fn(p, key, action, embedding):
         del key
@@ -246,8 +243,6 @@ def stochastic_search(params, rng, root: RootEval, steps: ChanceSteps, legal_act
             reward=out.reward.astype(jnp.float32), discount=jnp.full(outcome.shape, gamma, jnp.float32))
         return rec, out.embedding
 
-    mroot = mctx.RootFnOutput(prior_logits=root.prior_logits.astype(jnp.float32),
-                              value=root.value.astype(jnp.float32), embedding=root.embedding)
     out = mctx.stochastic_muzero_policy(
         params, rng, mroot, decision_fn, chance_fn, num_simulations=config.num_simulations, invalid_actions=invalid,
         max_depth=None if config.max_depth is None else 2 * config.max_depth,
