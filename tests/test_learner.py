@@ -147,6 +147,30 @@ def test_budget_progress_follows_env_steps_when_they_are_the_budget(monkeypatch)
     assert framed.progress(12_000_000) == 1.0
 
 
+def test_a_stop_signal_that_came_before_the_runs_handlers_is_a_stop_request(monkeypatch):
+    """A SIGTERM the CLI's start-up handler remembered (it came after the last start-up check, before the run's
+    own handlers were in: CI saw one swallowed so, the run going on) stops the run and starts its grace clock."""
+    import signal
+    from types import SimpleNamespace
+
+    from moozi.driver import budget as budget_module
+
+    started = []
+    monkeypatch.setattr(budget_module.Budget, "_start_overdue", lambda self, *a: started.append(a))
+    before = signal.getsignal(signal.SIGTERM)
+    b = budget_module.Budget(SimpleNamespace(max_env_steps=None), LearnerConfig())
+    restore = b.install_stop_handlers(5.0, "run", {"updates": 0}, earlier=lambda: "SIGTERM")
+    restore()
+    assert b.stop_requested and b.stop_signal == "SIGTERM" and started == [(5.0, "run", {"updates": 0})]
+    assert signal.getsignal(signal.SIGTERM) is before
+    quiet = budget_module.Budget(SimpleNamespace(max_env_steps=None), LearnerConfig())
+    quiet.install_stop_handlers(5.0, earlier=lambda: None)()
+    assert not quiet.stop_requested and len(started) == 1
+    ctrl_c = budget_module.Budget(SimpleNamespace(max_env_steps=None), LearnerConfig())
+    ctrl_c.install_stop_handlers(5.0, earlier=lambda: "SIGINT")()  # a stop, with no grace clock (not a SIGTERM)
+    assert ctrl_c.stop_requested and ctrl_c.stop_signal == "SIGINT" and len(started) == 1
+
+
 def test_in_graph_decay_ends_at_the_floor():
     from moozi.update import learning_rate_schedule
 

@@ -224,6 +224,12 @@ def _importing(frame) -> bool:
     return False
 
 
+def _signalled() -> str | None:
+    """The stop signal the start-up handlers remembered ("SIGTERM", "SIGINT"), or None: a run's own handlers,
+    installed later, take it as a stop request (one that came between the last check and them is not lost)."""
+    return "SIGTERM" if _terminated else "SIGINT" if _interrupted else None
+
+
 def _check_interrupted() -> None:
     if _interrupted:
         raise KeyboardInterrupt

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from moozi.cli.console import _check_interrupted, _log_console, _Progress
+from moozi.cli.console import _check_interrupted, _log_console, _Progress, _signalled
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +138,8 @@ def _train(args: argparse.Namespace) -> int:
                                        f"env steps, {c['wall_s'] / 60:.1f} min trained)", soft_wrap=True)
             _check_interrupted()
             progress.status = "compiling the acting and learning steps (the first epoch)"
-            counters = trainer.run(minutes=args.minutes, started=started, stop_grace_s=args.stop_grace or None)
+            counters = trainer.run(minutes=args.minutes, started=started, stop_grace_s=args.stop_grace or None,
+                                   earlier_signal=_signalled)
             progress.status = f"stopped by {_by(trainer)}" if trainer.budget.stop_requested else "done"
         finally:
             if trainer is not None:

@@ -6,6 +6,7 @@ and what a run says when it starts or diverges."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable
 
@@ -28,6 +29,7 @@ class Budget:
         self.stop_signal: str | None = None  # "SIGINT" / "SIGTERM": what asked the run to stop, if a signal did
         self._total = (None, 0.0, 0.0)  # (seconds the run may have in all; when this invocation began; its wall0)
         self._overdue = None  # a threading.Timer: a SIGTERM's stop that takes longer than its grace ends the process
+        self._overdue_lock = threading.Lock()  # the watcher thread and the main thread may both start it
 
     def start(self, minutes: float | None, started: float, now: float, wall0: float) -> None:
         """This invocation runs ``minutes`` from ``started`` (its clock began at ``now``; the run had ``wall0`` s)."""
@@ -66,8 +68,8 @@ class Budget:
         """Finish the current epoch, checkpoint and return (what Ctrl-C and SIGTERM do)."""
         self.stop_requested = True
 
-    def install_stop_handlers(self, grace_s: float | None = None, run_dir=None,
-                              counters: dict | None = None) -> Callable[[], None]:
+    def install_stop_handlers(self, grace_s: float | None = None, run_dir=None, counters: dict | None = None,
+                              earlier: Callable[[], str | None] | None = None) -> Callable[[], None]:
         """Ctrl-C / SIGTERM finish the current epoch and checkpoint; a second Ctrl-C aborts. Returns the undo.
 
         Stopping only between epochs means no update is cut in half (its input
@@ -78,6 +80,9 @@ class Budget:
         ends it then with exit 143 and a line saying which checkpoint holds the run (:func:`overdue_exit`),
         before the sender's own deadline sends SIGKILL. ``run_dir``, ``counters``: what that line names.
         :meth:`cancel_overdue` (the end of the run's process) stops that clock.
+
+        ``earlier``: the name of a signal that came before these handlers were in (the CLI's start-up handler
+        remembers it), or None; such a signal is a stop request now, its grace clock starting here.
         """
         import signal
         import threading
@@ -95,6 +100,10 @@ class Budget:
         for sig in previous:
             signal.signal(sig, on_signal)
         undo_clock = self._grace_clock(grace_s, run_dir, counters) if grace_s else (lambda: None)
+        if earlier is not None and (name := earlier()) is not None:
+            self.stop_requested, self.stop_signal = True, self.stop_signal or name
+            if name == "SIGTERM" and grace_s:
+                self._start_overdue(grace_s, run_dir, counters)
 
         def restore():
             undo_clock()
@@ -118,10 +127,8 @@ class Budget:
 
         def watch():
             while (got := reader.recv(64)):
-                if signal.SIGTERM in got and self._overdue is None:
-                    self._overdue = threading.Timer(grace_s, overdue_exit, (run_dir, grace_s, dict(counters or {})))
-                    self._overdue.daemon = True
-                    self._overdue.start()
+                if signal.SIGTERM in got:
+                    self._start_overdue(grace_s, run_dir, counters)
             reader.close()
 
         threading.Thread(target=watch, name="moozi-sigterm-grace", daemon=True).start()
@@ -131,6 +138,14 @@ class Budget:
             writer.close()  # the reader sees the end and its thread returns
 
         return undo
+
+    def _start_overdue(self, grace_s: float, run_dir, counters: dict | None) -> None:
+        """The grace clock of a SIGTERM's stop (once: a second SIGTERM does not restart it)."""
+        with self._overdue_lock:
+            if self._overdue is None:
+                self._overdue = threading.Timer(grace_s, overdue_exit, (run_dir, grace_s, dict(counters or {})))
+                self._overdue.daemon = True
+                self._overdue.start()
 
     def cancel_overdue(self) -> None:
         """The run's process is done with its stop: a SIGTERM's grace clock (if one runs) no longer ends it."""

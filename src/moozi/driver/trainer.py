@@ -215,14 +215,16 @@ class Trainer:
 
     # --- the run ----------------------------------------------------------------------
 
-    def run(self, minutes: float | None = None, started: float | None = None, stop_grace_s: float | None = None) -> dict:
+    def run(self, minutes: float | None = None, started: float | None = None, stop_grace_s: float | None = None,
+            earlier_signal: Callable[[], str | None] | None = None) -> dict:
         """Train until ``minutes`` of wall clock pass or ``schedule.max_env_steps``; checkpoint at the end.
 
         ``started`` (a ``time.monotonic()`` value, default now) is when the limit began: the CLI passes its own
         start, so building and compiling count against ``--minutes``. The time limit is checked between the acting
         and learning phases of an epoch too, so a run stops within a phase of its deadline (the first epoch's
         phases include compiling). ``stop_grace_s``: a SIGTERM's stop ends the process by then (see
-        ``Budget.install_stop_handlers``)."""
+        ``Budget.install_stop_handlers``); ``earlier_signal``: the name of a stop signal that came before the run's
+        handlers were in (the CLI remembers one), or None. The handlers are in before the run's first line."""
         s = self.config.schedule
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"minutes = {minutes!r} is invalid: allowed a number > 0")
@@ -230,8 +232,12 @@ class Trainer:
         self._clock = {"start": start, "wall0": self.counters["wall_s"], "checkpoint": start, "warned": False}
         self.rows.start()
         self.budget.start(minutes, start if started is None else started, start, self._clock["wall0"])
-        announce(self.config, minutes, self.backend.name, self.run_dir, self.size)
-        restore_handlers = self.budget.install_stop_handlers(stop_grace_s, self.run_dir, self.counters)
+        restore_handlers = self.budget.install_stop_handlers(stop_grace_s, self.run_dir, self.counters, earlier_signal)
+        try:
+            announce(self.config, minutes, self.backend.name, self.run_dir, self.size)
+        except BaseException:
+            restore_handlers()
+            raise
         row, diverged, failing = Gathered(), None, None
         try:
             if s.kind == "async":
