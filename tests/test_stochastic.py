@@ -96,7 +96,7 @@ class _FixedModel:
 def test_stochastic_loss_terms_by_hand():
     """One sample, K = 2, both transitions real: Q's CE against a two-hot target is log N for uniform logits
     (N = 3 bins, support 1, identity), the chance prior's CE is -log sigma(code 1) = log 4 per step, the
-    commitment ||(0, 1, 0) - (0.2, 0.6, 0.2)||^2 = 0.24 per step, the diversity log 3 - H(0.2, 0.6, 0.2)."""
+    commitment ||(0, 1, 0) - (0.2, 0.6, 0.2)||^2 = 0.24 per step, the diversity log 3 - H(u) + mean H(p) = log 3."""
     cfg = ModelConfig(kind="mlp", support_size=1, value_transform="identity", chance_outcomes=3)
     model = _FixedModel(cfg)
     k = 2
@@ -116,8 +116,9 @@ def test_stochastic_loss_terms_by_hand():
     np.testing.assert_allclose(metrics["loss/afterstate_value"], [q], rtol=1e-5)
     np.testing.assert_allclose(metrics["loss/chance"], [chance], rtol=1e-5)
     np.testing.assert_allclose(metrics["loss/commitment"], [commitment], rtol=1e-5)
-    # diversity: every transition's softmax is (0.2, 0.6, 0.2), so is the batch's mean u: 2 (log 3 - H(u))
-    diversity = 2.0 * (math.log(3) + 2 * 0.2 * math.log(0.2) + 0.6 * math.log(0.6))
+    # diversity: every transition's softmax is (0.2, 0.6, 0.2), so is the batch's mean u: no information
+    # about the transition in its code, 2 (log 3 - H(u) + H(p)) = 2 log 3
+    diversity = 2.0 * math.log(3)
     np.testing.assert_allclose(metrics["loss/chance_diversity"], [diversity], rtol=1e-5)
     np.testing.assert_allclose(extra, [q + chance + commitment + diversity], rtol=1e-5)
     np.testing.assert_allclose(metrics["chance/codes_used"], 1.0, rtol=1e-6)  # one code only
@@ -194,3 +195,20 @@ def test_config_refuses_what_stochastic_muzero_cannot_do():
         config_from_dict({"model": {"chance_outcomes": 8}, "planner": {"kind": "gumbel"}})
     with pytest.raises(ConfigError, match=r"test_planner.kind = 'gumbel'"):
         config_from_dict({"model": {"chance_outcomes": 8}, "test_planner": {"kind": "gumbel"}})
+
+
+def test_the_code_diversity_gap_is_log_m_less_the_codes_information_by_hand():
+    """Two transitions, M = 2: named apart with certainty, 0; both named alike (the collapse), log 2; both with
+    flat softmaxes, log 2 too (log M - H(u) alone would call that 0); a padded transition does not count."""
+    from moozi.losses import code_diversity_gap
+
+    both = jnp.ones((1, 2))
+    apart = jnp.array([[[1.0, 0.0], [0.0, 1.0]]])
+    alike = jnp.array([[[1.0, 0.0], [1.0, 0.0]]])
+    flat = jnp.full((1, 2, 2), 0.5)
+    assert float(code_diversity_gap(apart, both)) == pytest.approx(0.0, abs=1e-6)
+    assert float(code_diversity_gap(alike, both)) == pytest.approx(math.log(2), rel=1e-6)
+    assert float(code_diversity_gap(flat, both)) == pytest.approx(math.log(2), rel=1e-6)
+    # (0.9, 0.1) and a padded (0, 1): only the first counts, u = p, the gap log 2
+    assert float(code_diversity_gap(jnp.array([[[0.9, 0.1], [0.0, 1.0]]]), jnp.array([[1.0, 0.0]]))) == \
+        pytest.approx(math.log(2), rel=1e-6)

@@ -119,6 +119,17 @@ def _consistency(params, model: Model, t, hidden, config: LearnerConfig):
     return cosine_distance(online, real_hidden.reshape(real_hidden.shape[0], -1)) * t.consistency_mask
 
 
+def code_diversity_gap(probs, mask):
+    """``log M - (H(u) - mean H(p))`` ``[]``: how far the encoder's codes are from carrying log M nats about the
+    transitions. ``probs [B, K, M]``: each transition's encoder softmax ``p``; ``mask [B, K]``: the real ones;
+    ``u``: their mean. 0 when the M codes are used evenly and each named with certainty; log M when one code
+    names everything, or when every softmax is flat."""
+    seen = jnp.maximum(jnp.sum(mask), 1.0)
+    usage = jnp.sum(probs * mask[..., None], axis=(0, 1)) / seen
+    own = jnp.sum(entropy(probs) * mask) / seen
+    return jnp.log(probs.shape[-1]) - entropy(usage) + own
+
+
 def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
     """Stochastic MuZero's unroll (:mod:`moozi.model.stochastic`): for k = 0..K-1, the afterstate of a_{t+k},
     the encoder's code for the real transition o_{t+k} -> o_{t+k+1}, and the chance dynamics to step k+1.
@@ -128,11 +139,14 @@ def stochastic_unroll(params, model, t, value_probs, config: LearnerConfig):
         c^v 1/K sum_k CE(Phi(G_{t+k}), Q^k)                (the afterstate value, masked like the value)
         + c^chance sum_k m_k CE(c_{t+k}, sigma^k)           (the chance prior toward the encoder's one-hot code)
         + beta sum_k m_k ||c_{t+k} - softmax(e_{t+k})||^2   (commitment: the encoder toward its code)
-        + c^div (log M - H(u))                              (diversity, the same for every sample)
+        + c^div (log M - H(u) + mean H(p))                  (diversity, the same for every sample)
 
-where ``u`` is the batch's mean encoder softmax over its real transitions: 0 when the M codes are used
-evenly, log M when one code takes everything (the encoder's collapse: every transition named alike, so the
-model is deterministic again; wav2vec 2.0's diversity loss).
+where ``p`` is one real transition's encoder softmax and ``u`` the batch's mean of them: ``H(u) - mean H(p)``
+is the mutual information between a transition and its code (IIC's objective), so the term is 0 only when
+the M codes are used evenly and each transition is named with certainty, and log M when one code takes
+everything (the encoder's collapse: every transition named alike, so the model is deterministic again) or
+when every softmax is flat (which ``log M - H(u)`` alone, wav2vec 2.0's diversity loss, rewards: the first
+2048 probe of it kept one argmax code under near-uniform softmaxes).
 
     with ``m_k = transition_mask`` (t + k < T) and the code held fixed (stop-gradient) in both; the dynamics
     and everything after them reach the encoder through the straight-through code. Same returns as
@@ -168,9 +182,7 @@ model is deterministic again; wav2vec 2.0's diversity loss).
     commitment = config.commitment_coef * jnp.sum(jnp.stack(commit, 1) * mask, axis=1)
     usage = jnp.sum(jnp.stack(codes, 1) * mask[..., None], axis=(0, 1))
     usage = usage / jnp.maximum(jnp.sum(usage), 1.0)
-    soft_usage = jnp.sum(jnp.stack(soft, 1) * mask[..., None], axis=(0, 1)) / jnp.maximum(jnp.sum(mask), 1.0)
-    num_codes = soft_usage.shape[-1]
-    diversity = config.chance_diversity_coef * (jnp.log(num_codes) - entropy(soft_usage)) * jnp.ones_like(q)
+    diversity = config.chance_diversity_coef * code_diversity_gap(jnp.stack(soft, 1), mask) * jnp.ones_like(q)
     metrics = {"loss/afterstate_value": q, "loss/chance": chance, "loss/commitment": commitment,
                "loss/chance_diversity": diversity, "chance/codes_used": jnp.exp(entropy(usage))}
     return steps, consistency, q + chance + commitment + diversity, metrics

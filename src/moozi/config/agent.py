@@ -222,9 +222,11 @@ class LearnerConfig:
       value Q is trained toward the same n-step return as the value, with
       ``value_coef``.
     chance_diversity_coef: Stochastic MuZero only: the weight of ``log M -
-      H(u)``, ``u`` the batch's mean encoder softmax: pushes the encoder to
-      use its codes evenly (0: off; an encoder that names every transition
-      alike makes the model deterministic again).
+      H(u) + mean H(p)`` (``p`` one transition's encoder softmax, ``u`` the
+      batch's mean; log M less the codes' information about the transitions):
+      pushes the encoder to use its codes evenly and to name each transition
+      with certainty (0: off; an encoder that names every transition alike
+      makes the model deterministic again).
     augment_symmetries: show every sampled window to the learner through a
       random one of the game's board symmetries (AlphaZero's augmentation;
       the game must declare some: ``EnvSpec.symmetries``).

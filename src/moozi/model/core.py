@@ -20,6 +20,7 @@ predicts 0 and a uniform policy, which keeps early search and targets calm.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -74,13 +75,14 @@ class _Head(nn.Module):
 class _MLP(nn.Module):
     widths: tuple[int, ...]
     out: int
+    out_init: Callable = nn.initializers.lecun_normal()  # the last layer's kernel (Dense's default)
 
     @nn.compact
     def __call__(self, x):
         x = x.reshape(x.shape[0], -1)
         for w in self.widths:
             x = nn.relu(nn.LayerNorm()(nn.Dense(w)(x)))
-        return nn.Dense(self.out)(x)
+        return nn.Dense(self.out, kernel_init=self.out_init)(x)
 
 
 def _action_planes_layers(mod, channels: int, num_actions: int) -> None:

@@ -55,6 +55,11 @@ class AfterstateOutput:
     chance_logits: Array
 
 
+# the encoder's last layer starts 10x smaller than its default (variance 0.01 of lecun's): its softmax starts
+# near flat, no code favoured before the losses speak (docs/chance.md)
+_SMALL = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
+
+
 class _StochasticResNet(_ResNetModel):
     chance_outcomes: int = 2
 
@@ -71,7 +76,7 @@ class _StochasticResNet(_ResNetModel):
         self.encoder_norm = nn.LayerNorm()
         self.encoder_block = _ResBlock(c.channels)
         self.encoder_hidden = nn.Dense(c.head_hidden)
-        self.encoder_out = nn.Dense(m)
+        self.encoder_out = nn.Dense(m, kernel_init=_SMALL)  # a near-flat softmax at first: no code favoured
 
     def afterstate(self, hidden, action):
         x = nn.relu(self.dyn_norm(self._move_input(self, hidden, jax.nn.one_hot(action, self.num_actions))))
@@ -111,7 +116,7 @@ class _StochasticMLP(_MLPModel):
         self.after_net = _MLP(c.mlp_hidden[:1], c.head_hidden)
         self.after_value_head = _Head(c.head_hidden, c.num_bins)
         self.after_chance_head = _Head(c.head_hidden, m)
-        self.encoder_net = _MLP(c.mlp_hidden, m)
+        self.encoder_net = _MLP(c.mlp_hidden, m, out_init=_SMALL)
 
     def afterstate(self, hidden, action):
         return self._finish(self.dyn_net(jnp.concatenate([hidden, jax.nn.one_hot(action, self.num_actions)], -1)))
