@@ -11,7 +11,7 @@ from the same key for every player, and reports the mean score with a 95% interv
 best tile's distribution and the moves per game, as one JSON line.
 
 Usage: ``.venv/bin/python research/baselines_2048.py [--player greedy|random|run] [--run RUN@best] [--games 256]
-[--seed 0]``.
+[--seed 0] [--simulations N]``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import argparse
 import json
 
 
-def _run_chooser(text: str):
-    """``choose(history, state, key) -> (env actions [B], history)`` of a trained run, and its empty history."""
+def _run_chooser(text: str, simulations: int | None = None):
+    """``choose(history, state, key) -> (env actions [B], history)`` of a trained run, and its empty history;
+    ``simulations``: the test planner's simulations instead of the run's."""
+    import dataclasses
+
     import jax
     import jax.numpy as jnp
 
@@ -34,19 +37,21 @@ def _run_chooser(text: str):
     if opened.config.env.name != "pgx:2048":
         raise SystemExit(f"--run {text}: a run of {opened.config.env.name}, not pgx:2048")
     model, params, config = opened.model, jax.device_put(opened.params), opened.config
-    spec = opened.spec
+    spec, planner = opened.spec, config.test_planner
+    if simulations is not None:
+        planner = dataclasses.replace(planner, num_simulations=simulations)
 
     def choose(history, state, prev, key):
         frame = state.observation.astype(jnp.float32)
         history = history_push(history, frame, prev, jnp.zeros(frame.shape[0], bool))
         out = plan(model, params, key, history_observation(history, model.num_actions), state.legal_action_mask,
-                   config.test_planner, discount=config.targets.discount, two_player=False, temperature=0.0)
+                   planner, discount=config.targets.discount, two_player=False, temperature=0.0)
         return out.env_action, history
 
     return choose, lambda games: history_init(games, spec.observation_shape, config.targets.history_length)
 
 
-def play(player: str, games: int, seed: int, run: str | None = None):
+def play(player: str, games: int, seed: int, run: str | None = None, simulations: int | None = None):
     """``(scores [games], best tiles [games], moves [games])`` as numpy arrays."""
     import jax
     import jax.numpy as jnp
@@ -56,7 +61,7 @@ def play(player: str, games: int, seed: int, run: str | None = None):
     env = Play2048()
     keys = jax.random.split(jax.random.key(seed), games)
     state = jax.vmap(env.init)(keys)
-    run_choose, history = _run_chooser(run) if player == "run" else (None, lambda n: ())
+    run_choose, history = _run_chooser(run, simulations) if player == "run" else (None, lambda n: ())
 
     def choose(state, key):
         legal = state.legal_action_mask
@@ -94,18 +99,23 @@ def main(argv=None) -> dict:
     parser.add_argument("--run", help="RUN[@CKPT] (or an agent file) for --player run")
     parser.add_argument("--games", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--simulations", type=int, default=None,
+                        help="--player run: search with N simulations instead of the run's test planner's")
     args = parser.parse_args(argv)
     if args.games < 2:
         parser.error("--games must be >= 2")
     if (args.player == "run") != (args.run is not None):
         parser.error("--run RUN goes with --player run (and only with it)")
+    if args.simulations is not None and (args.player != "run" or args.simulations < 1):
+        parser.error("--simulations N (N >= 1) goes with --player run")
     import numpy as np
     from scipy.stats import bootstrap
 
-    score, best, moves = play(args.player, args.games, args.seed, args.run)
+    score, best, moves = play(args.player, args.games, args.seed, args.run, args.simulations)
     ci = bootstrap((score,), np.mean, confidence_level=0.95, random_state=args.seed).confidence_interval
     tiles, counts = np.unique(best, return_counts=True)
-    out = {"player": args.player, **({"run": args.run} if args.run else {}), "games": args.games, "seed": args.seed,
+    out = {"player": args.player, **({"run": args.run} if args.run else {}),
+           **({"simulations": args.simulations} if args.simulations else {}), "games": args.games, "seed": args.seed,
            "score_mean": round(float(score.mean()), 1),
            "score_ci": [round(float(ci.low), 1), round(float(ci.high), 1)], "score_min": float(score.min()),
            "score_max": float(score.max()), "best_tile": {str(int(t)): int(c) for t, c in zip(tiles, counts)},

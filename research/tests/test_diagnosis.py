@@ -164,3 +164,6 @@ def test_baselines_2048_play_whole_games():
         assert all(int(t) & (int(t) - 1) == 0 and int(t) >= 16 for t in out["best_tile"])
         assert sum(out["best_tile"].values()) == 16
     assert greedy["score_mean"] > rand["score_mean"]
+    for bad in (["--player", "greedy", "--simulations", "8"], ["--player", "run", "--run", "r", "--simulations", "0"]):
+        with pytest.raises(SystemExit):  # --simulations N (N >= 1) is the run player's only
+            main(bad)
