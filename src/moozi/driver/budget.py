@@ -85,7 +85,6 @@ class Budget:
         remembers it), or None; such a signal is a stop request now, its grace clock starting here.
         """
         import signal
-        import threading
 
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
@@ -119,7 +118,6 @@ class Budget:
         Returns the undo (the socket and the thread go; a clock already started keeps running)."""
         import signal
         import socket
-        import threading
 
         reader, writer = socket.socketpair()
         writer.setblocking(False)
