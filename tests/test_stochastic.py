@@ -212,3 +212,105 @@ def test_the_code_diversity_gap_is_log_m_less_the_codes_information_by_hand():
     # (0.9, 0.1) and a padded (0, 1): only the first counts, u = p, the gap log 2
     assert float(code_diversity_gap(jnp.array([[[0.9, 0.1], [0.0, 1.0]]]), jnp.array([[1.0, 0.0]]))) == \
         pytest.approx(math.log(2), rel=1e-6)
+
+
+def test_targets_carry_the_games_own_code_for_each_real_transition():
+    """A toy code function ``(next frame / 10 + env action) mod 3``; t = 2, K = 3, T = 4: transition 2->3 reads
+    frame 40 and a_2 = 1 (environment action 0): 4 mod 3 = 1; 3->4 reads frame 50 and a_3 = 2 (action 1): 6 mod 3
+    = 0; 4->5 lies past the end: 0. Without a code function the targets have none."""
+    def toy(frame, action, next_frame):
+        return (next_frame[0, 0, 0].astype(jnp.int32) // 10 + action) % 3
+
+    cfg = TargetConfig(history_length=1, unroll_steps=3, td_steps=2, discount=1.0)
+    out = make_targets(_episode(), 2, cfg, A, chance=True, chance_code=toy)
+    np.testing.assert_array_equal(out.chance_codes, [1, 0, 0])
+    assert out.chance_codes.dtype == jnp.int32
+    assert make_targets(_episode(), 2, cfg, A, chance=True).chance_codes is None
+
+
+class _NoEncoder(_FixedModel):
+    def encode(self, params, before, after):
+        raise AssertionError("the encoder is not called when the game names the outcomes")
+
+
+def test_stochastic_loss_with_the_games_codes_by_hand():
+    """K = 2 with the game's codes 2 then 0: the chance prior's CE is -log sigma_2 - log sigma_0 = log 4 + log 2;
+    no encoder, so commitment 0 and diversity 0 whatever its weight; the batch used codes 0 and 2 evenly: 2."""
+    cfg = ModelConfig(kind="mlp", support_size=1, value_transform="identity", chance_outcomes=3)
+    targets = make_targets(_episode(last=6), 1, TargetConfig(history_length=1, unroll_steps=2, td_steps=1), A,
+                           chance=True, chance_code=lambda f, a, nf: jnp.where(nf[0, 0, 0] > 35, 0, 2))
+    np.testing.assert_array_equal(targets.chance_codes, [2, 0])  # frames 30 and 40 follow steps 1 and 2 (t = 1)
+    t = jax.tree.map(lambda x: x[None], targets)
+    learner = LearnerConfig(chance_coef=1.5, commitment_coef=0.25, chance_diversity_coef=2.0, consistency_coef=0.0)
+    from moozi.losses import stochastic_unroll
+
+    value_probs = scalar_to_target(t.value, cfg.support_size, cfg.value_transform)
+    _, _, _, metrics = stochastic_unroll(jnp.ones(()), _NoEncoder(cfg), t, value_probs, learner)
+    np.testing.assert_allclose(metrics["loss/chance"], [1.5 * (math.log(4) + math.log(2))], rtol=1e-5)
+    np.testing.assert_allclose(metrics["loss/commitment"], [0.0], atol=1e-7)
+    np.testing.assert_allclose(metrics["loss/chance_diversity"], [0.0], atol=1e-7)
+    np.testing.assert_allclose(metrics["chance/codes_used"], 2.0, rtol=1e-5)
+
+
+def _board_frame(rows):
+    """A pgx 2048 observation ``[4, 4, 31]`` (one-hot exponents) of a board of exponents."""
+    return jax.nn.one_hot(jnp.asarray(rows, jnp.int32), 31)
+
+
+def test_2048_names_its_new_tile_by_hand():
+    """Board (exponents) 1 1 0 0 / 0 0 0 2 / 0 / 0. Left: the 2s merge to a 4 in cell 0, the 4 slides to cell 4;
+    a new 4 in cell 7 is code 2 * 7 + 1 = 15. Up: only the 4 moves (cell 7 -> 3); a new 2 in cell 15 is code 30."""
+    from moozi.envs.chance import tile_2048
+
+    before = _board_frame([[1, 1, 0, 0], [0, 0, 0, 2], [0, 0, 0, 0], [0, 0, 0, 0]])
+    left = _board_frame([[2, 0, 0, 0], [2, 0, 0, 2], [0, 0, 0, 0], [0, 0, 0, 0]])
+    up = _board_frame([[1, 1, 0, 2], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]])
+    assert int(tile_2048(before, 0, left)) == 15
+    assert int(tile_2048(before, 1, up)) == 30
+
+
+def test_2048_codes_rebuild_pgx_boards():
+    """Over 200 random pgx 2048 moves, the slid board with the coded tile placed is exactly pgx's next board."""
+    import pgx
+
+    from moozi.envs.chance import _slide_2048, tile_2048
+
+    env, code = pgx.make("2048"), jax.jit(tile_2048)
+    rng, key = np.random.default_rng(0), jax.random.key(0)
+    state, fours, checked = env.init(key), 0, 0
+    while checked < 200:
+        key, k1, k2 = jax.random.split(key, 3)
+        legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+        if state.terminated or not legal.size:
+            state = env.init(k1)
+            continue
+        a = int(rng.choice(legal))
+        nxt = env.step(state, a, k2)
+        c = int(code(state.observation.astype(jnp.float32), a, nxt.observation.astype(jnp.float32)))
+        board = np.asarray(_slide_2048(state._board.reshape(4, 4), a)).reshape(-1).copy()
+        assert board[c // 2] == 0
+        board[c // 2] = 1 + c % 2
+        np.testing.assert_array_equal(board, np.asarray(nxt._board))
+        fours, checked, state = fours + c % 2, checked + 1, nxt
+    assert 5 <= fours <= 40  # pgx draws a 4 one time in ten
+
+
+def test_game_codes_are_refused_where_no_game_names_them():
+    from moozi.envs.contract import EnvSpec
+    from moozi.learner import training_chance_code
+
+    with pytest.raises(ConfigError, match=r"learner.chance_codes = 'game' with model.chance_outcomes = 0"):
+        config_from_dict({"learner": {"chance_codes": "game"}})
+    with pytest.raises(ConfigError, match=r"learner.chance_codes = 'dice' is invalid"):
+        LearnerConfig(chance_codes="dice")
+    with pytest.raises(ConfigError, match=r"env_spec.chance_code = 'pgx:dice' is invalid: allowed '' or one of 'pgx:2048'"):
+        EnvSpec(name="toy:dice", observation_shape=(1, 1, 3), num_actions=2, chance_code="pgx:dice")
+    game = LearnerConfig(chance_codes="game")
+    plain = EnvSpec(name="toy:plain", observation_shape=(1, 1, 3), num_actions=2)
+    with pytest.raises(ConfigError, match=r"toy:plain names none .*Allowed for it: encoder"):
+        training_chance_code(game, plain, 32)
+    tiles = EnvSpec(name="pgx:2048", observation_shape=(4, 4, 31), num_actions=4, chance_code="pgx:2048")
+    with pytest.raises(ConfigError, match=r"model.chance_outcomes = 8 .*allowed: model.chance_outcomes = 32"):
+        training_chance_code(game, tiles, 8)
+    assert training_chance_code(game, tiles, 32) is not None
+    assert training_chance_code(LearnerConfig(), tiles, 32) is None

@@ -16,7 +16,7 @@ from moozi.targets import batched_targets, make_targets, n_step_returns, priorit
 from moozi.types import Trajectory
 
 # One compiled function per (config, shapes), shared by all tests.
-_make = jax.jit(make_targets, static_argnums=(2, 3, 4))
+_make = jax.jit(make_targets, static_argnums=(2, 3, 4, 5))
 _returns = jax.jit(n_step_returns, static_argnums=(1,))
 _priorities = jax.jit(priorities, static_argnums=(1,))
 
@@ -357,6 +357,11 @@ def _window(ep, start, size):
     return _traj(**w, first=ep["first"] - start, last=ep["last"] - start, terminal=ep["terminal"])
 
 
+def _frame_code(frame, action, next_frame):
+    """A toy game code that reads both frames and the action (so a window's misplaced read would show)."""
+    return (next_frame[0, 0, 0] * 3 + frame[0, 0, 0] + action).astype(jnp.int32)
+
+
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "truncated"])
 @pytest.mark.parametrize(
     "start, size, ts",
@@ -372,8 +377,9 @@ def test_window_matches_full(terminal, start, size, ts):
     win = _window(ep, start, size)
     assert int(win.first) <= 0
     for t in ts:
-        a = _make(full, t, W_CFG, A, True)  # with Stochastic MuZero's fields, so every field is compared
-        b = _make(win, t - start, W_CFG, A, True)
+        # with Stochastic MuZero's fields and a game's codes, so every field is compared
+        a = _make(full, t, W_CFG, A, True, _frame_code)
+        b = _make(win, t - start, W_CFG, A, True, _frame_code)
         for name in a.__dataclass_fields__:
             np.testing.assert_allclose(
                 np.asarray(getattr(b, name)), np.asarray(getattr(a, name)),
@@ -417,11 +423,11 @@ def test_batched_matches_single(sp_terminal, sp_truncated):
              (sp_truncated, 1), (sp_truncated, 3), (sp_truncated, 4)]
     trajs = jax.tree.map(lambda *xs: jnp.stack(xs), *[p[0] for p in pairs])
     ts = jnp.asarray([p[1] for p in pairs], jnp.int32)
-    out = batched_targets(trajs, ts, SP_CFG, A, chance=True)
+    out = batched_targets(trajs, ts, SP_CFG, A, chance=True, chance_code=_frame_code)
     assert out.value.shape == (len(pairs), SP_CFG.unroll_steps + 1)
     assert out.observation.shape == (len(pairs), 1, 1, 8)
     for i, (traj, t) in enumerate(pairs):
-        single = _make(traj, t, SP_CFG, A, True)
+        single = _make(traj, t, SP_CFG, A, True, _frame_code)
         for name in single.__dataclass_fields__:
             np.testing.assert_allclose(
                 np.asarray(getattr(out, name))[i], np.asarray(getattr(single, name)),

@@ -77,6 +77,24 @@ def training_symmetries(config: LearnerConfig, spec: EnvSpec) -> tuple:
     return spec.symmetries
 
 
+def training_chance_code(config: LearnerConfig, spec: EnvSpec, chance_outcomes: int):
+    """The game's code function the learner trains the chance prior on (``learner.chance_codes = game``), or
+    None (the encoder's codes). Refuses a game that names no outcomes, or a code count the model lacks."""
+    if config.chance_codes != "game":
+        return None
+    from moozi.envs.chance import chance_code
+
+    if not spec.chance_code:
+        raise ConfigError(f"learner.chance_codes = 'game' needs a game that names its chance outcomes; {spec.name} "
+                          "names none (EnvSpec.chance_code; moozi knows them for pgx:2048). Allowed for it: encoder")
+    code = chance_code(spec.chance_code)
+    if chance_outcomes != code.outcomes:
+        raise ConfigError(f"model.chance_outcomes = {chance_outcomes} with learner.chance_codes = 'game': "
+                          f"{spec.name} names {code.outcomes} outcomes ({code.what}); allowed: "
+                          f"model.chance_outcomes = {code.outcomes}")
+    return code.fn
+
+
 class Learner:
     """Owns a :class:`~moozi.update.TrainState`, the jitted update and the replay buffer.
 
@@ -105,7 +123,8 @@ class Learner:
         self._symmetries = training_symmetries(learner_config, spec)
         self._update = make_window_update_fn(model, learner_config, target_config, spec.observation_scale,
                                              self._symmetries,
-                                             None if self._parallel is None else self._parallel.replicated)
+                                             None if self._parallel is None else self._parallel.replicated,
+                                             training_chance_code(learner_config, spec, model.config.chance_outcomes))
         self.version = 0
         self._published = jax.device_get(self.state.params)
         # Per stored trajectory: the params version it was played with (policy lag at sampling) and the

@@ -149,7 +149,9 @@ when every softmax is flat (which ``log M - H(u)`` alone, wav2vec 2.0's diversit
 2048 probe of it kept one argmax code under near-uniform softmaxes).
 
     with ``m_k = transition_mask`` (t + k < T) and the code held fixed (stop-gradient) in both; the dynamics
-    and everything after them reach the encoder through the straight-through code. Same returns as
+    and everything after them reach the encoder through the straight-through code. Where the targets carry
+    the game's own codes (``t.chance_codes``: ``learner.chance_codes = game``) ``c`` is their one-hot, the
+    encoder is not called, and commitment and diversity are 0 (``p = c``: named with certainty). Same returns as
     :func:`deterministic_unroll`, with metrics ``loss/afterstate_value``, ``loss/chance``,
     ``loss/commitment`` and ``chance/codes_used`` (the perplexity of the batch's codes: how many of the M the
     encoder uses).
@@ -164,8 +166,11 @@ when every softmax is flat (which ``log M - H(u)`` alone, wav2vec 2.0's diversit
     for k in range(big_k):
         hidden = scale_gradient(hidden, 0.5)
         after = model.afterstate_inference(params, hidden, t.actions[:, k])
-        code, onehot, probs = straight_through(
-            model.encode(params, t.unroll_observations[:, k], t.unroll_observations[:, k + 1]))
+        if t.chance_codes is None:
+            code, onehot, probs = straight_through(
+                model.encode(params, t.unroll_observations[:, k], t.unroll_observations[:, k + 1]))
+        else:  # the game's own outcome: no encoder, nothing to commit to
+            code = onehot = probs = jax.nn.one_hot(t.chance_codes[:, k], model.config.chance_outcomes)
         step = model.chance_inference(params, after.afterstate, code)
         hidden = step.hidden
         steps.append(step)
@@ -182,7 +187,8 @@ when every softmax is flat (which ``log M - H(u)`` alone, wav2vec 2.0's diversit
     commitment = config.commitment_coef * jnp.sum(jnp.stack(commit, 1) * mask, axis=1)
     usage = jnp.sum(jnp.stack(codes, 1) * mask[..., None], axis=(0, 1))
     usage = usage / jnp.maximum(jnp.sum(usage), 1.0)
-    diversity = config.chance_diversity_coef * code_diversity_gap(jnp.stack(soft, 1), mask) * jnp.ones_like(q)
+    diversity = jnp.zeros_like(q) if t.chance_codes is not None else (
+        config.chance_diversity_coef * code_diversity_gap(jnp.stack(soft, 1), mask) * jnp.ones_like(q))
     metrics = {"loss/afterstate_value": q, "loss/chance": chance, "loss/commitment": commitment,
                "loss/chance_diversity": diversity, "chance/codes_used": jnp.exp(entropy(usage))}
     return steps, consistency, q + chance + commitment + diversity, metrics

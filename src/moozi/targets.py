@@ -170,7 +170,8 @@ def _check_shapes(traj: Trajectory, num_actions: int) -> None:
         )
 
 
-def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, chance: bool = False) -> Targets:
+def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, chance: bool = False,
+                 chance_code=None) -> Targets:
     """Training targets for position ``t`` of one trajectory, unroll ``k = 0..K``.
 
     Args:
@@ -184,6 +185,9 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, ch
       num_actions: A, the augmented action-space size (dummy at index 0).
       chance: Stochastic MuZero (static): also ``unroll_observations`` and
         ``transition_mask`` (what the chance encoder reads).
+      chance_code: static; with ``chance``, the game's code function
+        ``(frame, env_action, next_frame) -> code`` (:mod:`moozi.envs.chance`):
+        also ``chance_codes``, the true outcome of each real transition.
 
     Returns:
       :class:`~moozi.types.Targets` with ``observation`` / ``next_observation``
@@ -230,6 +234,8 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, ch
         extra["unroll_observations"] = jax.vmap(
             lambda i: history_at(traj.frames, traj.actions, first, i, length, num_actions))(at).astype(jnp.float32)
         extra["transition_mask"] = before_end[:big_k].astype(jnp.float32)
+        if chance_code is not None:
+            extra["chance_codes"] = _game_codes(traj, ks[:big_k], before_end[:big_k], chance_code)
     return Targets(
         **extra,
         observation=observation.astype(jnp.float32),
@@ -244,8 +250,18 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, ch
     )
 
 
-@functools.partial(jax.jit, static_argnames=("config", "num_actions", "chance"))
-def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: int, chance: bool = False) -> Targets:
+def _game_codes(traj: Trajectory, ks, real, chance_code):
+    """``[K]`` int32: the game's code for each transition ``ks[k] -> ks[k] + 1`` (0 where ``real`` is False)."""
+    def one(i):
+        env_action = jnp.maximum(_read(traj.actions, i) - 1, 0)  # augmented -> environment index
+        return chance_code(_read(traj.frames, i), env_action, _read(traj.frames, i + 1))
+
+    return jnp.where(real, jax.vmap(one)(ks), 0).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "num_actions", "chance", "chance_code"))
+def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: int, chance: bool = False,
+                    chance_code=None) -> Targets:
     """Jitted ``vmap`` of :func:`make_targets` over a batch of positions.
 
     Args:
@@ -256,8 +272,9 @@ def batched_targets(trajs: Trajectory, ts, config: TargetConfig, num_actions: in
       config: static (hashable) :class:`~moozi.config.TargetConfig`.
       num_actions: static A.
       chance: static; Stochastic MuZero's extra targets (see :func:`make_targets`).
+      chance_code: static; the game's code function (see :func:`make_targets`).
 
     Returns:
       :class:`~moozi.types.Targets` with a leading ``[B]`` axis on every field.
     """
-    return jax.vmap(lambda traj, t: make_targets(traj, t, config, num_actions, chance))(trajs, ts)
+    return jax.vmap(lambda traj, t: make_targets(traj, t, config, num_actions, chance, chance_code))(trajs, ts)

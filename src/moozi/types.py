@@ -133,6 +133,9 @@ class Targets:
       transition_mask: Stochastic MuZero only (else None): ``[K]`` float32, 1
         where ``t + k < T`` (a real transition, whose chance outcome the
         encoder names and the chance prior learns).
+      chance_codes: ``learner.chance_codes = game`` only (else None): ``[K]``
+        int32, the outcome the game's code function names for each real
+        transition t + k -> t + k + 1 (0 where ``transition_mask`` is 0).
     """
 
     observation: Array
@@ -146,6 +149,7 @@ class Targets:
     priority: Array
     unroll_observations: Array | None = None
     transition_mask: Array | None = None
+    chance_codes: Array | None = None
 
 
 @struct.dataclass

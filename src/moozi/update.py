@@ -179,7 +179,7 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
 
 
 def build_batch(windows: Trajectory, positions, weights, *, target_config: TargetConfig, num_actions: int,
-                frame_scale: float = 1.0, chance: bool = False) -> Batch:
+                frame_scale: float = 1.0, chance: bool = False, chance_code=None) -> Batch:
     """Targets for a batch of raw replay windows (inside the learner's jit).
 
     Args:
@@ -188,12 +188,14 @@ def build_batch(windows: Trajectory, positions, weights, *, target_config: Targe
       positions: ``[B]`` index of each position in its window.
       weights: ``[B]`` importance weights.
       chance: Stochastic MuZero's extra targets (:func:`moozi.targets.make_targets`).
+      chance_code: the game's code function for ``learner.chance_codes = game`` (:mod:`moozi.envs.chance`),
+        read from the decoded frames; None: the encoder names the outcomes.
     """
     def one(traj, t):
         frames = traj.frames.astype(jnp.float32)
         if frame_scale != 1.0:
             frames = frames * frame_scale
-        return make_targets(traj.replace(frames=frames), t, target_config, num_actions, chance)
+        return make_targets(traj.replace(frames=frames), t, target_config, num_actions, chance, chance_code)
 
     targets = jax.vmap(one)(windows, positions)
     return Batch(targets=targets, weights=jnp.asarray(weights, jnp.float32))
@@ -201,14 +203,14 @@ def build_batch(windows: Trajectory, positions, weights, *, target_config: Targe
 
 def update_from_windows(state: TrainState, windows: Trajectory, positions, weights, lr_scale=1.0, symmetry=None, *,
                         model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
-                        symmetry_tables=None):
+                        symmetry_tables=None, chance_code=None):
     """:func:`update_step` on a batch built from raw replay windows by :func:`build_batch`; with ``symmetry``
     (``[B]``) and ``symmetry_tables`` (:func:`moozi.envs.symmetry.augment_tables`) each window is first seen
-    through its board symmetry."""
+    through its board symmetry; ``chance_code`` as :func:`build_batch`."""
     if symmetry is not None:
         windows = augment_windows(windows, symmetry, symmetry_tables)
     batch = build_batch(windows, positions, weights, target_config=target_config, num_actions=model.num_actions,
-                        frame_scale=frame_scale, chance=bool(model.config.chance_outcomes))
+                        frame_scale=frame_scale, chance=bool(model.config.chance_outcomes), chance_code=chance_code)
     return update_step(state, batch, lr_scale, model=model, config=config)
 
 
@@ -219,15 +221,17 @@ def make_update_fn(model: Model, config: LearnerConfig):
 
 
 def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
-                          symmetries: tuple = (), replicated=None):
+                          symmetries: tuple = (), replicated=None, chance_code=None):
     """``jit``-compiled ``(state, windows, positions, weights[, lr_scale[, symmetry]]) -> (state, metrics,
     priorities)``; targets are built on the device from the raw windows; the input state is donated.
     ``symmetries``: the game's (``EnvSpec.symmetries``), for windows sampled with a symmetry index.
     ``replicated``: data parallel (:class:`DataParallel`): every output replicated over its mesh (the inputs
-    arrive sharded, the batch along its leading axis; XLA partitions the update and all-reduces the gradients)."""
+    arrive sharded, the batch along its leading axis; XLA partitions the update and all-reduces the gradients).
+    ``chance_code``: the game's code function (``learner.chance_codes = game``; :func:`build_batch`)."""
     fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
                            frame_scale=float(frame_scale),
-                           symmetry_tables=augment_tables(symmetries) if symmetries else None)
+                           symmetry_tables=augment_tables(symmetries) if symmetries else None,
+                           chance_code=chance_code)
     extra = {} if replicated is None else {"out_shardings": replicated}
     return jax.jit(fn, donate_argnums=(0,), compiler_options=xla_tuning.update_options(), **extra)
 

@@ -227,6 +227,12 @@ class LearnerConfig:
       pushes the encoder to use its codes evenly and to name each transition
       with certainty (0: off; an encoder that names every transition alike
       makes the model deterministic again).
+    chance_codes: Stochastic MuZero only: where the chance prior's and the
+      chance dynamics' codes come from: ``"encoder"`` (learned from the
+      observations) or ``"game"``: the true outcome, named from the stored
+      frames by the game's code function (``EnvSpec.chance_code``, e.g.
+      pgx 2048's new tile; :mod:`moozi.envs.chance`); the encoder is then
+      not trained and ``commitment_coef`` / ``chance_diversity_coef`` weigh 0.
     augment_symmetries: show every sampled window to the learner through a
       random one of the game's board symmetries (AlphaZero's augmentation;
       the game must declare some: ``EnvSpec.symmetries``).
@@ -256,6 +262,7 @@ class LearnerConfig:
     chance_coef: float = 1.0
     commitment_coef: float = 0.25
     chance_diversity_coef: float = 0.0
+    chance_codes: Literal["encoder", "game"] = "encoder"
 
     def __post_init__(self):
         o = "learner"
@@ -274,3 +281,4 @@ class LearnerConfig:
         _number_in(o, "max_grad_norm", self.max_grad_norm, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "target_update_period", self.target_update_period)
         _boolean(o, "augment_symmetries", self.augment_symmetries)
+        _choice(o, "chance_codes", self.chance_codes, ("encoder", "game"))

@@ -125,6 +125,10 @@ class Config:
                     raise ConfigError(f"{section}.kind = {planner.kind!r} with model.chance_outcomes = "
                                       f"{self.model.chance_outcomes}: Stochastic MuZero searches with mctx's "
                                       "stochastic_muzero_policy; allowed: puct")
+        if self.learner.chance_codes == "game" and not self.model.chance_outcomes:
+            raise ConfigError("learner.chance_codes = 'game' with model.chance_outcomes = 0: the game's codes train "
+                              "Stochastic MuZero's chance prior; set model.chance_outcomes to the game's outcome "
+                              "count, or allowed: learner.chance_codes = encoder")
         # Combinations that would act for the whole budget and never train.
         s, r = self.schedule, self.replay
         if r.capacity < s.min_replay_steps:

@@ -113,6 +113,10 @@ class EnvSpec:
         show both players the same board and whose rules treat both colours
         alike, or ``()``; ``model.mover_relative`` relabels the board so the
         mover is always player 0 (:mod:`moozi.model.perspective`).
+      chance_code: ``""``, or the name of a code function that says which
+        chance outcome followed a transition (:mod:`moozi.envs.chance`;
+        ``learner.chance_codes = game`` trains Stochastic MuZero's chance
+        prior on it instead of the encoder's codes).
     """
 
     name: str
@@ -125,6 +129,7 @@ class EnvSpec:
     observation_scale: float = 1.0
     symmetries: tuple = ()
     player_planes: tuple = ()
+    chance_code: str = ""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -161,6 +166,10 @@ class EnvSpec:
             and all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < shape[-1] for p in planes)
         ):
             _spec_fail("player_planes", planes, f"() or, for a two-player game, 3 distinct channels in [0, {shape[-1]})")
+        from moozi.envs.chance import CODES
+
+        if self.chance_code != "" and self.chance_code not in CODES:
+            _spec_fail("chance_code", self.chance_code, "'' or one of " + ", ".join(map(repr, sorted(CODES))))
 
     @property
     def two_player(self) -> bool:

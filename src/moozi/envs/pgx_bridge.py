@@ -20,8 +20,10 @@ Mapping to the step contract:
   termination: Go after ``2 * size**2`` moves (scored), pgx's MinAtar Freeway
   after 2500 steps.
 * Chance is drawn by pgx inside ``step`` from the step's key (2048's new tile,
-  MinAtar's sticky actions) and not exposed: a model learns it from the
-  observations alone (Stochastic MuZero's encoder, ``model.chance_outcomes``).
+  MinAtar's sticky actions): a model learns it from the observations
+  (Stochastic MuZero's encoder, ``model.chance_outcomes``). 2048 can also name
+  its new tile from the frames (``EnvSpec.chance_code = "pgx:2048"``, 32
+  outcomes: :mod:`moozi.envs.chance`), for ``learner.chance_codes = game``.
 
 Inside jit an illegal (in-range) action follows pgx's rule: the game
 terminates and the mover gets -1 (the opponent +1).
@@ -111,6 +113,7 @@ class PgxEnv(DeviceEnv):
             max_episode_steps=cap,
             observation_dtype="uint8" if init.observation.dtype in (jnp.bool_, jnp.uint8) else "float32",
             symmetries=_symmetries(game, shape),
+            chance_code="pgx:2048" if game == "2048" else "",
         )
 
     def _init(self, key):
