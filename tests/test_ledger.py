@@ -40,3 +40,20 @@ def test_a_segment_and_a_reanalyze_result_are_counted_into_the_counters_and_the_
     assert led.counters["reanalyzed_positions"] == 16 and row.values["reanalyze/kl"] == [0.1] and "reanalyze/busy_s" not in row
     led.restore({"env_steps": 7})  # an older checkpoint without the other counters
     assert led.counters["env_steps"] == 7 and led.counters["reanalyzed_positions"] == 0
+
+
+def test_run_rates_count_simulations_of_acting_and_reanalyze_and_the_replay_ratio_by_hand():
+    """1000 env steps searched with 16 simulations and 300 reanalyzed positions with 50: 31,000 simulations in
+    10 s; 30 updates of 64 over 800 + 300 positions fed: 1920 / 1100; no GPU sample: None."""
+    from moozi.driver.ledger import run_rates, simulations
+
+    config = SimpleNamespace(reanalyze=SimpleNamespace(fraction=0.5, count_in_ratio=True),
+                             planner=SimpleNamespace(num_simulations=16),
+                             reanalyze_planner=SimpleNamespace(num_simulations=50),
+                             schedule=SimpleNamespace(batch_size=64))
+    counters = dict(env_steps=1000, ready_env_steps=200, reanalyzed_positions=300, updates=30, wall_s=10.0)
+    assert simulations(counters, config) == 31_000
+    assert run_rates(counters, config) == {"simulations_per_s": 3100.0, "replay_ratio": pytest.approx(1920 / 1100),
+                                           "device_busy_fraction": None}
+    assert run_rates(dict(counters, wall_s=0.0, updates=0, env_steps=200), config, 0.5) == {
+        "simulations_per_s": 0.0, "replay_ratio": 0.0, "device_busy_fraction": 0.5}  # 300 reanalyzed still fed

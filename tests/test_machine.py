@@ -71,3 +71,14 @@ def test_peak_rss_sees_a_peak_that_is_gone_by_the_end():
     if peak.extra_mb is None:
         pytest.skip("this kernel does not let a process reset its resident high-water mark")
     assert peak.extra_mb >= 60 and quiet.extra_mb < 8
+
+
+def test_gpu_busy_fraction_is_read_from_nvidia_smi_lines_by_hand():
+    from moozi.observe.machine import gpu_busy_fraction, parse_gpu_utilization
+
+    text = "0, 87\n1, 13\n2, [N/A]\n"
+    assert parse_gpu_utilization(text) == pytest.approx(0.5)  # (0.87 + 0.13) / 2; N/A is skipped
+    assert parse_gpu_utilization(text, [1]) == pytest.approx(0.13)  # CUDA_VISIBLE_DEVICES=1
+    assert parse_gpu_utilization(text, [2]) is None and parse_gpu_utilization("") is None
+    assert parse_gpu_utilization("No devices were found\n") is None
+    assert gpu_busy_fraction() is None  # JAX runs on a CPU here (or is not imported): nothing to sample

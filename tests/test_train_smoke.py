@@ -60,7 +60,17 @@ def test_preset_trains_a_few_updates(preset, tmp_path, capsys):
     assert abs(m["estimate"] - m["learner_state"] - m["replay"]) < 0.11 and m["measured"] > 0
     assert f"network: {p['total']:,} parameters (representation {p['representation']:,}" in (
         run / "train.log").read_text()
+    # and what it did with the machine: search simulations per second and the replay ratio (no GPU here)
+    from moozi.driver.ledger import fed_positions, simulations
+    from moozi.run_dir import load_run_config
+
+    cfg = load_run_config(run)
+    assert summary["simulations_per_s"] == pytest.approx(simulations(summary, cfg) / summary["wall_s"])
+    assert simulations(summary, cfg) >= 64 * 2  # every acted env step searched with 2 simulations
+    assert summary["replay_ratio"] == pytest.approx(summary["updates"] * 8 / fed_positions(summary, cfg))
+    assert summary["device_busy_fraction"] is None
     rows = read_metrics(run)
+    assert any(row.get("perf/simulations_per_s", 0) > 0 for row in rows)
     assert rows and all({"env_steps", "updates", "wall_s"} <= row.keys() for row in rows)
     assert any("test/return_mean" in row for row in rows)
     assert any("loss/total" in row for row in rows)

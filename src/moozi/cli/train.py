@@ -117,7 +117,7 @@ def _train(args: argparse.Namespace) -> int:
             return 2
         if holds_run(run_dir):  # --continue: the same command, the same run (checkpoints or not yet)
             _check_same_run(config, run_dir)
-    if resume and (spent := _spent_budget(run_dir, config.schedule.max_env_steps)) is not None:
+    if resume and (spent := _spent_budget(run_dir, config)) is not None:
         print(f"moozi: {_where_it_stands(run_dir, spent, config.schedule.max_env_steps, None)}; nothing to train",
               file=sys.stderr, flush=True)
         print(json.dumps(spent), flush=True)
@@ -152,8 +152,8 @@ def _train(args: argparse.Namespace) -> int:
     if config.schedule.max_env_steps and not interrupted:
         print(f"moozi: {_where_it_stands(run_dir, counters, config.schedule.max_env_steps, trainer.rows)}",
               file=sys.stderr, flush=True)
-    summary = {"run_dir": str(run_dir), **counters, **trainer.ctx.last_test, "parameters": trainer.size["parameters"],
-               "memory_mb": trainer.size["memory_mb"]}
+    summary = {"run_dir": str(run_dir), **counters, **trainer.rows.summary(), **trainer.ctx.last_test,
+               "parameters": trainer.size["parameters"], "memory_mb": trainer.size["memory_mb"]}
     print(json.dumps(summary), flush=True)
     if interrupted:
         return 143 if trainer.budget.stop_signal == "SIGTERM" else 130
@@ -195,14 +195,17 @@ def _check_same_run(config, run_dir) -> None:
                           f"{', ...' if len(differ) > 5 else ''}); give the same preset and overrides, or --resume it")
 
 
-def _spent_budget(run_dir, budget: int | None) -> dict | None:
-    """The run's summary line when its newest good checkpoint has spent ``budget`` env steps, else None: the same
-    command once more after the end says so at once, without building the trainer, loading the replay buffer
-    or adding to commands.txt (nothing is trained)."""
+def _spent_budget(run_dir, config) -> dict | None:
+    """The run's summary line when its newest good checkpoint has spent its env-step budget
+    (``schedule.max_env_steps``), else None: the same command once more after the end says so at once, without
+    building the trainer, loading the replay buffer or adding to commands.txt (nothing is trained); its
+    ``device_busy_fraction`` is None (nothing ran to sample)."""
     from pathlib import Path
 
     from moozi.checkpoint import CheckpointError, find_latest
+    from moozi.driver.ledger import COUNTERS, run_rates
 
+    budget = config.schedule.max_env_steps
     if not budget:
         return None
     try:  # the checkpoint the trainer's resume would take; rejected=[]: a corrupt one is its to report, not ours
@@ -213,7 +216,9 @@ def _spent_budget(run_dir, budget: int | None) -> dict | None:
     if meta["counters"]["env_steps"] < budget:
         return None
     size = {"parameters": meta["size"]["parameters"], "memory_mb": meta["size"]["memory_mb"]} if "size" in meta else {}
-    return {"run_dir": str(run_dir), **meta["counters"], **meta["last_test"], **size}
+    counters = {k: meta["counters"].get(k, 0) for k in COUNTERS}  # an older moozi's checkpoint may lack some
+    return {"run_dir": str(run_dir), **meta["counters"], **run_rates(counters, config),
+            **meta["last_test"], **size}
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:

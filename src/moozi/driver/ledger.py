@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moozi.config.loading import reanalyze_planner
 from moozi.workers import agent_return
 
 COUNTERS = ("env_steps", "updates", "epochs", "episodes", "wall_s", "ready_env_steps", "checkpoints",
@@ -43,13 +44,8 @@ class Ledger:
         row.add_all({k: v for k, v in {**metrics, **stats}.items() if k != "reanalyze/busy_s"})
 
     def fed(self) -> int:
-        """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed
-        positions when they count (MuZero Reanalyse: the learner's fresh targets come from both)."""
-        c = self.counters
-        acted = c["env_steps"] - c["ready_env_steps"]
-        if self.config.reanalyze.fraction > 0 and self.config.reanalyze.count_in_ratio:
-            return acted + c["reanalyzed_positions"]
-        return acted
+        """Positions the replay ratio is counted over (:func:`fed_positions`)."""
+        return fed_positions(self.counters, self.config)
 
     def reanalyze_due(self) -> int:
         """Positions reanalyze owes: ``fraction / (1 - fraction)`` of the env steps, less those done (none
@@ -71,3 +67,29 @@ class Ledger:
             return (f"the time limit ended before the first update ({played}; training starts once replay holds "
                     f"schedule.min_replay_steps = {s.min_replay_steps} steps): give more --minutes")
         return f"{played}; training starts once replay holds schedule.min_replay_steps = {s.min_replay_steps} steps"
+
+
+def fed_positions(counters: dict, config) -> int:
+    """Positions the replay ratio is counted over: env steps since replay was ready, plus the reanalyzed
+    positions when they count (MuZero Reanalyse: the learner's fresh targets come from both)."""
+    acted = counters["env_steps"] - counters["ready_env_steps"]
+    if config.reanalyze.fraction > 0 and config.reanalyze.count_in_ratio:
+        return acted + counters["reanalyzed_positions"]
+    return acted
+
+
+def simulations(counters: dict, config) -> int:
+    """Search simulations the run has spent on training data: every acted env step searched with the training
+    planner, every reanalyzed position with the reanalyze planner (tests and evaluation not counted)."""
+    return int(counters["env_steps"]) * int(config.planner.num_simulations) + \
+        int(counters["reanalyzed_positions"]) * int(reanalyze_planner(config).num_simulations)
+
+
+def run_rates(counters: dict, config, device_busy: float | None = None) -> dict:
+    """A run's summary figures from its counters: ``simulations_per_s`` (:func:`simulations` over the trained
+    wall time), ``replay_ratio`` (samples drawn per position fed: updates x batch / :func:`fed_positions`, 0
+    before the first update) and ``device_busy_fraction`` (as given: sampled on a GPU, None elsewhere)."""
+    wall, fed = float(counters["wall_s"]), fed_positions(counters, config)
+    return {"simulations_per_s": simulations(counters, config) / wall if wall > 0 else 0.0,
+            "replay_ratio": counters["updates"] * config.schedule.batch_size / fed if fed > 0 else 0.0,
+            "device_busy_fraction": device_busy}

@@ -1,5 +1,6 @@
 """The run's metrics rows: what the schedules gathered since the last row (a :class:`Gathered`), averaged, with
-the counters, throughput, the replay ratio and its error, policy lags, each training worker's busy fraction,
+the counters, throughput (env steps, updates and search simulations per second; the GPU's busy fraction where
+there is one), the replay ratio and its error, policy lags, each training worker's busy fraction,
 memory, replay statistics and the health verdict."""
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ import time
 from typing import Callable
 
 import numpy as np
+
+from moozi.driver.ledger import run_rates, simulations
+from moozi.observe.machine import gpu_busy_fraction
 
 log = logging.getLogger("moozi")
 
@@ -97,6 +101,8 @@ class RowWriter:
         self._since = (time.monotonic(), c["env_steps"], c["updates"])
         self._began = self._since  # this invocation's start (its overall rate)
         self._fed = self.ctx.ledger.fed()
+        self._sims = simulations(c, self.ctx.config)
+        self._busy_samples: list[float] = []  # the GPU's busy fraction at each row (none on a CPU)
         self.epochs = c["epochs"]  # the counter at the last row (rows every ``output.log_every_epochs``)
         self._busy: dict[str, float] = {}
         self._histogram_mark = c["updates"] // max(self.ctx.config.output.histogram_every_updates, 1)
@@ -119,6 +125,12 @@ class RowWriter:
         dt = max(now - t0, 1e-9)
         out["perf/env_steps_per_s"] = (c["env_steps"] - s0) / dt
         out["perf/updates_per_s"] = (c["updates"] - u0) / dt
+        sims = simulations(c, ctx.config)
+        out["perf/simulations_per_s"] = (sims - self._sims) / dt
+        busy = gpu_busy_fraction()
+        if busy is not None:
+            out["perf/device_busy_fraction"] = busy
+            self._busy_samples.append(busy)
         fed = ctx.ledger.fed()
         out.update(ratio_metrics(c, fed, s.batch_size, s.samples_per_env_step, (u0, self._fed)))
         out.update(self._workers(dt))
@@ -131,9 +143,15 @@ class RowWriter:
         out.update(self.watch.check(out))
         self.metrics.write(out, step=c["env_steps"])
         self._since = (now, c["env_steps"], c["updates"])
-        self._fed, self.epochs = fed, c["epochs"]
+        self._fed, self.epochs, self._sims = fed, c["epochs"], sims
         if self.progress:
             self.progress(dict(c), out, ctx.last_test)
+
+    def summary(self) -> dict:
+        """The run's summary figures (:func:`~moozi.driver.ledger.run_rates`), the GPU's busy fraction averaged
+        over this invocation's rows (None on a CPU)."""
+        busy = float(np.mean(self._busy_samples)) if self._busy_samples else None
+        return run_rates(self.ctx.counters, self.ctx.config, busy)
 
     def _histograms(self) -> dict[str, float]:
         """At the first row past every ``output.histogram_every_updates`` updates: the learner's parameter and

@@ -176,3 +176,51 @@ def record_machine(run_dir) -> dict:
     with open(Path(run_dir) / "machines.jsonl", "a") as f:
         f.write(json.dumps(info) + "\n")
     return info
+
+
+def parse_gpu_utilization(text: str, indices: list[int] | None = None) -> float | None:
+    """``nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits`` output -> the mean busy
+    fraction (0..1) of the GPUs ``indices`` (all listed where None); None where none is read."""
+    busy = []
+    for line in text.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 2 or not parts[0].isdigit():
+            continue
+        try:
+            value = float(parts[1])
+        except ValueError:  # "[N/A]" on some boards
+            continue
+        if indices is None or int(parts[0]) in indices:
+            busy.append(value / 100.0)
+    return sum(busy) / len(busy) if busy else None
+
+
+def _visible_gpus() -> list[int] | None:
+    """The physical indices ``CUDA_VISIBLE_DEVICES`` names (None: all, or names that are not indices)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return None
+    names = [v.strip() for v in visible.split(",") if v.strip()]
+    return [int(v) for v in names] if all(v.isdigit() for v in names) else None
+
+
+def gpu_busy_fraction(timeout_s: float = 2.0) -> float | None:
+    """The share of time a kernel ran on this process's GPUs over nvidia-smi's last sample period (its
+    ``utilization.gpu``, averaged over the visible GPUs), or None: JAX runs on no GPU here, or nvidia-smi
+    cannot say (absent, slow, or an answer it cannot parse). An instant sample, not an average over a row."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        if jax.default_backend() != "gpu":
+            return None
+    except RuntimeError:
+        return None
+    import subprocess
+
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_gpu_utilization(done.stdout, _visible_gpus()) if done.returncode == 0 else None
