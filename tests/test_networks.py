@@ -12,7 +12,10 @@ A = 4
 CASES = {
     "resnet": (ModelConfig(kind="resnet", channels=8, repr_blocks=1, dyn_blocks=1, head_hidden=16, support_size=5), (5, 5, 6)),
     "mlp": (ModelConfig(kind="mlp", mlp_hidden=(16,), mlp_embedding=12, head_hidden=16, support_size=5), (1, 1, 7)),
+    "resnet-atari": (ModelConfig(kind="resnet", channels=8, repr_blocks=1, dyn_blocks=1, head_hidden=16, support_size=5,
+                                 downsample="atari"), (20, 20, 6)),  # 20 x 20 -> 10 -> 5 -> 3 -> 2
 }
+HIDDEN = {"resnet": (3, 5, 5, 8), "mlp": (3, 12), "resnet-atari": (3, 2, 2, 8)}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -27,7 +30,7 @@ def test_output_shapes_and_dtypes(built):
     kind, model, params = built
     obs = jnp.ones((3, *model.observation_shape))
     out = model.initial_inference(params, obs)
-    hidden_shape = (3, 5, 5, 8) if kind == "resnet" else (3, 12)
+    hidden_shape = HIDDEN[kind]
     assert out.hidden.shape == hidden_shape
     shapes = [("value_logits", (3, 11)), ("reward_logits", (3, 11)), ("policy_logits", (3, A)), ("value", (3,)),
               ("reward", (3,))]
@@ -138,3 +141,32 @@ def test_action_kernels_are_validated():
         ModelConfig(dynamics_action="bias")
     with pytest.raises(ValueError, match="dynamics_action"):
         ModelConfig(kind="mlp", dynamics_action="kernels")
+
+
+def test_atari_downsampling_reads_84_by_84_frames_into_6_by_6():
+    """The atari-pong preset's network (32 channels, 2 + 2 + 1 + 1 blocks, 64-unit heads, support 20; 4 frames of
+    Pong and 7 action planes): 6 x 6 hidden states and about 1% of the parameters of the 84 x 84 ones."""
+    sizes = {}
+    for downsample in ("none", "atari"):
+        cfg = ModelConfig(channels=32, repr_blocks=2, dyn_blocks=2, pred_blocks=1, proj_blocks=1, head_hidden=64,
+                          support_size=20, downsample=downsample)
+        model = build_model(cfg, (84, 84, 4 * (1 + 7)), 7)
+        params = jax.eval_shape(model.init, jax.random.key(0))
+        sizes[downsample] = sum(x.size for x in jax.tree_util.tree_leaves(params))
+        out = jax.eval_shape(model.initial_inference, params, jnp.zeros((2, *model.observation_shape)))
+        assert out.hidden.shape == ((2, 84, 84, 32) if downsample == "none" else (2, 6, 6, 32))
+    assert sizes["none"] > 40_000_000 and sizes["atari"] < 500_000
+    # Stochastic MuZero's encoder reads the frames through the same stem
+    chance = build_model(ModelConfig(channels=8, repr_blocks=1, dyn_blocks=1, head_hidden=16, support_size=5,
+                                     downsample="atari", chance_outcomes=4), (84, 84, 6), 4)
+    params = jax.eval_shape(chance.init, jax.random.key(0))
+    frames = jnp.zeros((2, 84, 84, 6))
+    assert jax.eval_shape(chance.encode, params, frames, frames).shape == (2, 4)
+    assert params["params"]["encoder_hidden"]["kernel"].shape == (6 * 6 * 8, 16)
+
+
+def test_downsampling_is_validated():
+    with pytest.raises(ValueError, match=r"model.downsample = 'pool' is invalid"):
+        ModelConfig(downsample="pool")
+    with pytest.raises(ValueError, match=r"model.downsample = 'atari' is invalid: allowed none with model.kind = mlp"):
+        ModelConfig(kind="mlp", downsample="atari")

@@ -56,6 +56,12 @@ class ModelConfig:
       OpenSpiel's chance nodes, sticky actions) need it.
     chance_blocks: residual blocks of the chance dynamics (afterstate + code
       -> state); the afterstate dynamics keep ``dyn_blocks``.
+    downsample: how the ``resnet`` representation first reads an observation:
+      ``"none"`` (a 1x1 convolution: the hidden state keeps the frame's
+      H x W, right for MinAtar's 10 x 10 and boards) or ``"atari"``
+      (MuZero's Atari stem: two stride-2 convolutions and two stride-2
+      poolings with residual blocks, H x W -> ceil(H/16) x ceil(W/16), 84 x 84
+      -> 6 x 6), so dynamics, prediction and the heads run on 36 cells.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -75,9 +81,13 @@ class ModelConfig:
     dynamics_action: Literal["planes", "kernels"] = "planes"
     chance_outcomes: int = 0
     chance_blocks: int = 1
+    downsample: Literal["none", "atari"] = "none"
 
     def __post_init__(self):
         o = "model"
+        _choice(o, "downsample", self.downsample, ("none", "atari"))
+        if self.downsample != "none" and self.kind != "resnet":
+            _fail(o, "downsample", self.downsample, "none with model.kind = mlp (the stem is convolutions)")
         _nonneg_int(o, "chance_outcomes", self.chance_outcomes)
         if self.chance_outcomes == 1:
             _fail(o, "chance_outcomes", 1, "0 (deterministic MuZero) or an integer >= 2 (Stochastic MuZero)")

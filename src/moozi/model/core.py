@@ -85,6 +85,30 @@ class _MLP(nn.Module):
         return nn.Dense(self.out, kernel_init=self.out_init)(x)
 
 
+class _Downsample(nn.Module):
+    """MuZero's Atari representation stem (Schrittwieser et al. 2020, appendix): two stride-2 convolutions, each
+    followed by a residual block, then two stride-2 average poolings with a residual block between them;
+    ``[B, H, W, C] -> [B, ceil(H / 16), ceil(W / 16), channels]`` (84 x 84 -> 6 x 6), so the heads' dense
+    layers read 36 cells instead of 7,056."""
+
+    channels: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2))(x)))
+        x = _ResBlock(self.channels)(x)
+        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2))(x)))
+        x = _ResBlock(self.channels)(x)
+        x = nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+        x = _ResBlock(self.channels)(x)
+        return nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+
+
+def _stem(channels: int, downsample: str) -> nn.Module:
+    """The layer that first reads an observation: a 1x1 convolution (``none``) or :class:`_Downsample`."""
+    return nn.Conv(channels, (1, 1)) if downsample == "none" else _Downsample(channels)
+
+
 def _action_planes_layers(mod, channels: int, num_actions: int) -> None:
     """The thesis's move input: one-hot action planes stacked on the state before a 1x1 convolution."""
     mod.dyn_in = nn.Conv(channels, (1, 1))
@@ -119,7 +143,7 @@ class _ResNetModel(nn.Module):
     def setup(self):
         c = self.cfg
         n = c.num_bins
-        self.repr_in = nn.Conv(c.channels, (1, 1))
+        self.repr_in = _stem(c.channels, c.downsample)
         self.repr_norm = nn.LayerNorm()
         self.repr_blocks = [_ResBlock(c.channels) for _ in range(c.repr_blocks)]
         layers, self._move_input = ACTION_INPUTS[c.dynamics_action]

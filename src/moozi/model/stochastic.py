@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from moozi.model.core import _MLP, Model, _Head, _MLPModel, _ResBlock, _ResNetModel
+from moozi.model.core import _MLP, Model, _Head, _MLPModel, _ResBlock, _ResNetModel, _stem
 from moozi.model.transform import logits_to_scalar
 from moozi.types import Array, ModelOutput
 
@@ -72,7 +72,7 @@ class _StochasticResNet(_ResNetModel):
         self.after_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
         self.after_value_head = _Head(c.head_hidden, c.num_bins)
         self.after_chance_head = _Head(c.head_hidden, m)
-        self.encoder_in = nn.Conv(c.channels, (1, 1))
+        self.encoder_in = _stem(c.channels, c.downsample)
         self.encoder_norm = nn.LayerNorm()
         self.encoder_block = _ResBlock(c.channels)
         self.encoder_hidden = nn.Dense(c.head_hidden)
