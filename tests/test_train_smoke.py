@@ -14,7 +14,8 @@ from moozi.presets import preset_names
 from tests.helpers import TINY
 
 PRESETS = [
-    "2048", "asterix", "atari-pong", "breakout", "cartpole", "connect4", "connect4-az", "freeway", "freeway-az", "minatar-breakout",
+    "2048", "asterix", "atari-pong", "breakout", "breakout-gpu", "cartpole", "connect4", "connect4-az", "connect4-gpu", "freeway",
+    "freeway-az", "minatar-breakout",
     "openspiel-breakthrough5", "openspiel-connect4", "openspiel-ewn", "openspiel-tictactoe", "space_invaders", "thesis-minatar",
     "thesis-minatar-repo",
     "tictactoe",
