@@ -10,7 +10,11 @@ Prints, for Breakout-MinAtar with the thesis residual network (32 channels,
 * their ratio (the share of acting time that is network evaluation);
 * learner: samples per second of the jitted update at batch 256, K = 5.
 
-Usage: ``python benchmarks/device_throughput.py [--batch 256] [--simulations 25]
+With ``--preset P`` the game, network, planner, history, unroll, learner settings and batches are the preset's
+(acting at its ``env.num_envs``, learning at its ``schedule.batch_size``; ``--batch`` / ``--simulations``
+still override), so the bound is that of the network a run of P trains (device-path games only).
+
+Usage: ``python benchmarks/device_throughput.py [--preset P] [--batch 256] [--simulations 25]
 [--planner puct|gumbel] [--steps 16] [--repeats 3] [--json]``. Numbers vary with
 machine load; compare ratios measured in one run.
 """
@@ -18,6 +22,7 @@ machine load; compare ratios measured in one run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -48,32 +53,42 @@ def _time(fn, repeats: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default=None, help="take game, network, planner and batches from this preset")
     p.add_argument("--env", default="gymnax:Breakout-MinAtar")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--simulations", type=int, default=25)
+    p.add_argument("--batch", type=int, default=None, help="acting batch (default 256, or the preset's envs)")
+    p.add_argument("--simulations", type=int, default=None, help="default 25, or the preset's planner's")
     p.add_argument("--planner", choices=["puct", "gumbel"], default="puct")
     p.add_argument("--steps", type=int, default=16, help="acting steps per timed rollout call")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--learner-batch", type=int, default=256)
+    p.add_argument("--learner-batch", type=int, default=None, help="default 256, or the preset's batch_size")
     p.add_argument("--unroll", type=int, default=5)
     p.add_argument("--history", type=int, default=4)
     p.add_argument("--json", action="store_true", help="print one JSON line only")
     args = p.parse_args()
 
-    env = make_env(args.env)
-    spec = env.spec
-    num_actions = spec.num_actions + 1
-    h, w, c = spec.observation_shape
-    obs_shape = (h, w, stacked_channels(c, num_actions, args.history))
-    model = build_model(ModelConfig(kind="resnet", channels=32, repr_blocks=6, dyn_blocks=6), obs_shape, num_actions)
+    if args.preset:
+        env, model, planner, history, discount, learner_cfg, acting, defaults = _from_preset(args)
+        K = defaults["unroll"]
+    else:
+        env = make_env(args.env)
+        num_actions = env.spec.num_actions + 1
+        h, w, c = env.spec.observation_shape
+        obs_shape = (h, w, stacked_channels(c, num_actions, args.history))
+        model = build_model(ModelConfig(kind="resnet", channels=32, repr_blocks=6, dyn_blocks=6), obs_shape,
+                            num_actions)
+        planner = PlannerConfig(kind=args.planner, num_simulations=args.simulations or 25,
+                                max_num_considered_actions=num_actions)
+        history, discount, learner_cfg, acting, K = args.history, 0.997, LearnerConfig(), ActingConfig(), args.unroll
+        defaults = {"batch": 256, "learner_batch": 256}
+    if args.simulations:
+        planner = dataclasses.replace(planner, num_simulations=args.simulations)
+    spec, num_actions, obs_shape = env.spec, model.num_actions, model.observation_shape
     params = model.init(jax.random.key(0))
-    planner = PlannerConfig(kind=args.planner, num_simulations=args.simulations,
-                            max_num_considered_actions=num_actions)
-    B, S, T = args.batch, args.simulations, args.steps
+    B, S, T = args.batch or defaults["batch"], planner.num_simulations, args.steps
 
     # Acting: the real device actor (one lax.scan per segment, episodes assembled on the host).
-    policy = PolicyConfig(spec=spec, planner=planner, discount=0.997, history_length=args.history)
-    actor = DeviceActor(env, model, policy, B, T, jax.random.key(1), acting=ActingConfig())
+    policy = PolicyConfig(spec=spec, planner=planner, discount=discount, history_length=history)
+    actor = DeviceActor(env, model, policy, B, T, jax.random.key(1), acting=acting)
     actor.set_params(0, params)
 
     act_s = _time(actor.run, args.repeats)
@@ -103,7 +118,7 @@ def main() -> None:
     bound_steps_per_s = T * B / eval_s
 
     # Learner: update step at the learner batch size.
-    LB, K = args.learner_batch, args.unroll
+    LB = args.learner_batch or defaults["learner_batch"]
     rng = np.random.default_rng(0)
     targets = Targets(
         observation=rng.random((LB, *obs_shape), np.float32),
@@ -117,7 +132,6 @@ def main() -> None:
         priority=np.zeros((LB,), np.float32),
     )
     batch = jax.device_put(Batch(targets, np.ones((LB,), np.float32)))
-    learner_cfg = LearnerConfig()
     state = init_train_state(model, learner_cfg, jax.random.key(3))
     update = make_update_fn(model, learner_cfg)
 
@@ -128,11 +142,12 @@ def main() -> None:
 
     learn_s = _time(learn, args.repeats)
     result = {
-        "env": args.env,
+        **({"preset": args.preset} if args.preset else {}),
+        "env": spec.name,
         "device": str(jax.devices()[0]),
         "batch": B,
         "simulations": S,
-        "planner": args.planner,
+        "planner": planner.kind,
         "acting_env_steps_per_s": round(acting_steps_per_s, 1),
         "network_bound_env_steps_per_s": round(bound_steps_per_s, 1),
         "acting_over_bound": round(acting_steps_per_s / bound_steps_per_s, 3),
@@ -147,6 +162,22 @@ def main() -> None:
     width = max(map(len, result))
     for k, v in result.items():
         print(f"{k:<{width}}  {v}")
+
+
+def _from_preset(args):
+    """The preset's game, network, planner, history, discount, learner and acting settings, and its batches."""
+    from moozi.config import config_from_dict
+    from moozi.parts import build_parts
+    from moozi.presets import load_preset
+
+    config = config_from_dict(load_preset(args.preset))
+    env, model = build_parts(config)
+    if env.spec.path != "device":
+        raise SystemExit(f"--preset {args.preset}: {env.spec.name} is a host game; this benchmark times the "
+                         "device path")
+    return (env, model, config.planner, config.targets.history_length, config.targets.discount, config.learner,
+            config.acting, {"batch": config.env.num_envs, "learner_batch": config.schedule.batch_size,
+                            "unroll": config.targets.unroll_steps})
 
 
 if __name__ == "__main__":

@@ -14,13 +14,20 @@ Two steps:
 1. the machine: GPU (``nvidia-smi -L``), JAX and its devices, the libraries' versions, CPU count;
 2. ``benchmarks/device_throughput.py --json`` at acting batches 64, 1024 and 4096 (Breakout-MinAtar, the thesis
    network, PUCT 25 simulations): acting steps/s, the network-evaluation bound, learner samples/s;
-3. ``moozi train --preset breakout`` for ``--train-min`` minutes as shipped (64 envs) and with 1024 envs:
-   env steps/s and updates/s after its first row, from its metrics.
+3. for each of :data:`CONFIGS` (``breakout-gpu``, ``connect4-gpu``, ``thesis-minatar``, ``atari-pong``): the
+   preset's own ``device_throughput.py --preset`` row (device games) and ``moozi train --preset P`` for
+   ``--train-min`` minutes, reduced to ``configs[P]``: ``env_steps_per_s``, ``simulations_per_s``,
+   ``updates_per_s``, ``samples_per_s``, ``replay_ratio``, ``device_busy_fraction`` (null on a CPU),
+   ``peak_device_memory_bytes``, ``acting_vs_bound``, ``learner_vs_bound`` and ``projected_minutes_10m_frames``
+   (:func:`figures`), beside the raw ``train`` and ``bound`` records;
+4. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
+   beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
-``--quick`` shrinks everything (batch 8, 0.4-minute runs) so the script itself is checked on a CPU.
+``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
+runs it (``tests/test_gpu_check.py``).
 
     python benchmarks/gpu_check.py wheels && python benchmarks/gpu_check.py command
-    python benchmarks/gpu_check.py run --out /tmp/gpu --quick        # on a CPU: the script works
+    python benchmarks/gpu_check.py run --out /tmp/gpu --cpu-smoke    # on a CPU: the script works
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ WHEELS = ROOT / ".whl"
 # What the GPU image (device tool, KINDS.md) lacks or may hold at other versions; jax, numpy, pyyaml, rich,
 # msgpack, filelock, protobuf, absl-py, typing_extensions are there.
 CARRIED = ["flax", "optax", "chex", "mctx", "gymnax", "pgx", "tensorboardX", "svgwrite", "treescope", "toolz", "gymnasium",
-           "farama-notifications"]
+           "farama-notifications", "ale-py"]
 
 
 def _version(name: str) -> str:
@@ -57,7 +64,8 @@ def wheels(args) -> int:
         old.unlink()
     pins = [f"{n}=={_version(n)}" for n in CARRIED]
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(WHEELS),
-           "--python-version", args.python, "--platform", "manylinux2014_x86_64", *pins]
+           "--python-version", args.python, "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+           *pins]  # ale-py ships manylinux_2_28 wheels only
     subprocess.run(cmd, check=True)
     size = sum(p.stat().st_size for p in WHEELS.glob("*.whl"))
     print(f"{len(list(WHEELS.glob('*.whl')))} wheels, {size / 1e6:.1f} MB in {WHEELS}: {' '.join(pins)}")
@@ -93,61 +101,120 @@ def _has(program: str) -> bool:
     return which(program) is not None
 
 
-def _throughput(batch: int, quick: bool) -> dict:
-    cmd = [sys.executable, str(HERE / "device_throughput.py"), "--json", "--batch", str(batch)]
-    if quick:
-        cmd += ["--simulations", "2", "--steps", "2", "--repeats", "1", "--learner-batch", "8"]
+CONFIGS = ("breakout-gpu", "connect4-gpu", "thesis-minatar", "atari-pong")
+"""The configurations the check times (issue 89): the GPU presets, the thesis's Table 5.1, and Atari."""
+SMOKE = ["env.num_envs=4", "env.num_workers=1", "env.kwargs.max_episode_steps=12", "acting.steps_per_epoch=4", "schedule.batch_size=8",
+         "schedule.min_replay_steps=1", "schedule.max_env_steps=96", "testing.every=0", "output.log_every_epochs=1",
+         "planner.num_simulations=2", "test_planner.num_simulations=2", "reanalyze_planner.num_simulations=2",
+         "model.channels=4", "model.repr_blocks=1", "model.dyn_blocks=1", "model.head_hidden=8", "replay.capacity=2000"]
+"""``--cpu-smoke``: every configuration at tiny sizes, by an env-step budget (the same code paths, on a CPU)."""
+
+
+def _run_json(cmd: list[str]) -> tuple[dict | None, float, str]:
+    """Run ``cmd``; its last stdout line as JSON (None on failure), the seconds, the last line of stderr."""
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        return {"batch": batch, "error": done.stderr.strip().splitlines()[-1:] or ["failed"]}
-    row = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"batch": batch, "wall_s": round(time.monotonic() - t0, 1), **row}
+    wall = round(time.monotonic() - t0, 1)
+    err = (done.stderr.strip().splitlines() or ["failed"])[-1]
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return None, wall, err
+    return json.loads(lines[-1]), wall, err
 
 
-def _train(minutes: float, overrides: list[str]) -> dict:
+def _throughput(batch: int | None, smoke: bool, preset: str | None = None) -> dict:
+    """``device_throughput.py`` at an acting batch (the thesis network), or for a preset at its own sizes."""
+    cmd = [sys.executable, str(HERE / "device_throughput.py"), "--json"]
+    cmd += ["--preset", preset] if preset else []
+    cmd += ["--batch", str(batch)] if batch else []
+    if smoke:
+        cmd += ["--batch", "4", "--simulations", "2", "--steps", "2", "--repeats", "1", "--learner-batch", "8"]
+    row, wall, err = _run_json(cmd)
+    return {"batch": batch, "error": err} if row is None else {"wall_s": wall, **row}
+
+
+def _train(preset: str, minutes: float, overrides: list[str]) -> dict:
+    """``moozi train --preset P`` for ``minutes``: its summary line and its rows' rates after the first row (start-up
+    and compiling left out)."""
+    from moozi.driver.ledger import simulations
     from moozi.observe.metrics import read_metrics
+    from moozi.run_dir import load_run_config
 
     run = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "run"
-    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", "breakout", "--run-dir", str(run),
+    cmd = [sys.executable, "-m", "moozi.cli", "train", "--preset", preset, "--run-dir", str(run),
            "--minutes", str(minutes), *overrides]
-    t0 = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    rows = [r for r in read_metrics(run) if "updates" in r and "env_steps" in r] if run.exists() else []
-    out = {"overrides": overrides, "exit": done.returncode, "wall_s": round(time.monotonic() - t0, 1),
-           "rows": len(rows)}
-    if done.returncode != 0:
-        out["error"] = done.stderr.strip().splitlines()[-1:] or ["failed"]
-    if len(rows) >= 2:  # rates after the first row (compiles and start-up left out)
-        a, b = rows[0], rows[-1]
+    summary, wall, err = _run_json(cmd)
+    rows = [r for r in read_metrics(run) if "perf/env_steps_per_s" in r] if run.exists() else []  # metrics rows
+    out = {"wall_s": wall, "rows": len(rows), "summary": summary,
+           "curve": [[r["env_steps"], r["test/return_mean"]] for r in rows if "test/return_mean" in r]}
+    if summary is None:
+        out["error"] = err
+    if len(rows) >= 2:
+        a, b, later = rows[0], rows[-1], rows[1:]
         dt = b["wall_time"] - a["wall_time"]
-        out.update(env_steps=b["env_steps"], updates=b["updates"], measured_s=round(dt, 1),
-                   env_steps_per_s=round((b["env_steps"] - a["env_steps"]) / dt, 1) if dt > 0 else None,
-                   updates_per_s=round((b["updates"] - a["updates"]) / dt, 2) if dt > 0 else None)
-        for k in ("time/act_s", "time/learn_s"):
-            vals = [r[k] for r in rows if k in r]
-            if vals:
-                out[k] = round(sum(vals) / len(vals), 3)
+        learn_s = sum(r.get("time/learn_s", 0.0) for r in later)
+        busy = [r["perf/device_busy_fraction"] for r in later if "perf/device_busy_fraction" in r]
+        config = load_run_config(run)
+        sims = [simulations({"env_steps": r["env_steps"], "reanalyzed_positions": r.get("reanalyze/positions_total", 0)},
+                            config) for r in (a, b)]
+        out.update(env_steps_per_s=(b["env_steps"] - a["env_steps"]) / dt if dt > 0 else None,
+                   updates_per_s=(b["updates"] - a["updates"]) / dt if dt > 0 else None,
+                   learn_updates_per_s=(b["updates"] - a["updates"]) / learn_s if learn_s > 0 else None,
+                   simulations_per_s=(sims[1] - sims[0]) / dt if dt > 0 else None,
+                   device_busy_fraction=sum(busy) / len(busy) if busy else None)
     return out
 
 
+def figures(train: dict, bound: dict | None, batch_size: int) -> dict:
+    """The issue's per-configuration figures from a timed run and its preset's device_throughput row (None for a
+    host game): rates after the first metrics row; ``learner_vs_bound`` is the run's learner samples/s (updates per
+    second of learning phase) over the bare update's at the same batch; ``projected_minutes_10m_frames`` at the
+    run's env steps/s."""
+    s, rate = train.get("summary") or {}, train.get("env_steps_per_s")
+    updates, learn = train.get("updates_per_s"), train.get("learn_updates_per_s")
+    bound_samples = (bound or {}).get("learner_samples_per_s")
+    return {
+        "env_steps_per_s": rate,
+        "simulations_per_s": train.get("simulations_per_s"),
+        "updates_per_s": updates,
+        "samples_per_s": updates * batch_size if updates is not None else None,
+        "replay_ratio": s.get("replay_ratio"),
+        "device_busy_fraction": train.get("device_busy_fraction"),
+        "peak_device_memory_bytes": s.get("peak_device_memory_bytes"),
+        "acting_vs_bound": (bound or {}).get("acting_over_bound"),
+        "learner_vs_bound": learn * batch_size / bound_samples if learn and bound_samples else None,
+        "projected_minutes_10m_frames": 1e7 / rate / 60 if rate else None,
+    }
+
+
 def run(args) -> int:
+    from moozi.config import config_from_dict
+    from moozi.presets import load_preset
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    smoke = args.cpu_smoke
     t0 = time.monotonic()
-    result = {"commit": args.commit, "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "machine": _machine()}
+    machine = _machine()
+    result = {"commit": args.commit, "cpu_smoke": smoke, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "device": machine["gpu"] or ", ".join(machine["devices"]), "machine": machine, "configs": {}}
     _save(out, result)
-    batches = [8] if args.quick else [64, 1024, 4096]
-    result["throughput"] = []
-    for b in batches:
-        result["throughput"].append(_throughput(b, args.quick))
+    if not smoke:  # the smoke's preset rows below run the same script
+        result["throughput"] = [_throughput(b, smoke) for b in (64, 1024, 4096)]
         _save(out, result)
-    minutes = 0.4 if args.quick else args.train_min
-    quick = ["model.channels=8", "schedule.batch_size=16"] if args.quick else []
-    result["train"] = []
-    for envs in ([64] if args.quick else [64, 1024]):
-        result["train"].append(_train(minutes, [f"env.num_envs={envs}", *quick]))
+    minutes = 5.0 if smoke else args.train_min  # smoke: the env-step budget ends it
+    for name in CONFIGS:
+        config = config_from_dict(load_preset(name))
+        overrides = SMOKE if smoke else []
+        batch = 8 if smoke else config.schedule.batch_size
+        device_game = not config.env.name.startswith(("ale:", "gym:", "openspiel:", "minatar:"))
+        bound = _throughput(None, smoke, name) if device_game else None
+        train = _train(name, minutes, overrides)
+        result["configs"][name] = {**figures(train, bound, batch), "train": train, "bound": bound}
+        _save(out, result)
+    if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
+        train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])
+        result["e2e"] = {"preset": "breakout-gpu", "minutes": args.e2e_min, **train, "curve": train.pop("curve", [])}
         _save(out, result)
     result["wall_s"] = round(time.monotonic() - t0, 1)
     _save(out, result)
@@ -164,8 +231,11 @@ def main() -> int:
     r = sub.add_parser("run", help="measure (on the GPU machine)")
     r.add_argument("--out", required=True)
     r.add_argument("--commit", default=None)
-    r.add_argument("--train-min", type=float, default=2.0)
-    r.add_argument("--quick", action="store_true", help="tiny sizes: check the script on a CPU")
+    r.add_argument("--train-min", type=float, default=0.75, help="minutes of each configuration's training")
+    r.add_argument("--e2e-min", type=float, default=0.0,
+                   help="then breakout-gpu for this many minutes, its tests by env frames (0: skip; 5 when time allows)")
+    r.add_argument("--cpu-smoke", "--quick", dest="cpu_smoke", action="store_true",
+                   help="tiny sizes by an env-step budget: check the script on a CPU (CI runs it)")
     args = p.parse_args()
     return {"wheels": wheels, "command": command, "run": run}[args.what](args)
 
