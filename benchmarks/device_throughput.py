@@ -64,7 +64,16 @@ def main() -> None:
     p.add_argument("--unroll", type=int, default=5)
     p.add_argument("--history", type=int, default=4)
     p.add_argument("--json", action="store_true", help="print one JSON line only")
+    p.add_argument("--learner-bound", action="store_true",
+                   help="with --preset: only the learner against its bound (samples_per_s, bound_samples_per_s, "
+                        "learner_vs_bound)")
     args = p.parse_args()
+    if args.learner_bound:
+        if not args.preset:
+            raise SystemExit("--learner-bound needs --preset")
+        result = learner_bound(args)
+        print(json.dumps(result) if args.json else "\n".join(f"{k}  {v}" for k, v in result.items()))
+        return
 
     if args.preset:
         env, model, planner, history, discount, learner_cfg, acting, defaults = _from_preset(args)
@@ -162,6 +171,59 @@ def main() -> None:
     width = max(map(len, result))
     for k, v in result.items():
         print(f"{k:<{width}}  {v}")
+
+
+def learner_bound(args) -> dict:
+    """The learner of a preset against its bound, at the preset's batch: ``Learner.train`` (replay sampling on the
+    host, the transfer, targets built from raw windows, augmentation, the update, priorities written back) on a
+    replay filled by acting with fresh params, against the same jitted update on one prepared batch of the same
+    shapes, run back to back (``update_step`` with its targets given: forward, backward and Adam, nothing else).
+    Prints ``samples_per_s``, ``bound_samples_per_s`` and ``learner_vs_bound``."""
+    from moozi.config import config_from_dict
+    from moozi.learner import Learner
+    from moozi.parts import build_parts
+    from moozi.presets import load_preset
+    from moozi.update import build_batch
+
+    config = config_from_dict(load_preset(args.preset))
+    env, model = build_parts(config)
+    if env.spec.path != "device":
+        raise SystemExit(f"--preset {args.preset}: {env.spec.name} is a host game; this benchmark acts on the device")
+    batch_size = args.learner_batch or config.schedule.batch_size
+    learner = Learner(model, env.spec, config.learner, config.targets, config.replay, jax.random.key(3))
+    policy = PolicyConfig(spec=env.spec, planner=dataclasses.replace(config.planner, num_simulations=2),
+                          discount=config.targets.discount, history_length=config.targets.history_length)
+    actor = DeviceActor(env, model, policy, args.batch or config.env.num_envs, 16, jax.random.key(1),
+                        acting=config.acting)  # 2 simulations: the replay only needs real episodes, fast
+    actor.set_params(0, jax.device_get(learner.acting_params()))
+    segments = 0
+    while not learner.ready(max(2 * batch_size, 1000)) and segments < 500:
+        learner.add_episodes(actor.run()[0])
+        segments += 1
+    n = 8  # updates per call: one host sync per call, as the schedules make them
+
+    def learn():
+        learner.train(n, batch_size)
+
+    learn_s = _time(learn, args.repeats) / n
+    sample = learner.replay.sample(batch_size, symmetries=1)
+    batch = jax.device_put(build_batch(sample.windows, sample.positions, sample.weights, target_config=config.targets,
+                                       num_actions=model.num_actions, frame_scale=env.spec.observation_scale,
+                                       chance=bool(model.config.chance_outcomes)))
+    state = jax.tree_util.tree_map(jnp.copy, learner.state)
+    update = make_update_fn(model, config.learner)
+
+    def bare():
+        nonlocal state
+        for _ in range(n):
+            state, metrics, _ = update(state, batch)
+        jax.block_until_ready(metrics["loss/total"])
+
+    bound_s = _time(bare, args.repeats) / n
+    return {"preset": args.preset, "device": str(jax.devices()[0]), "batch": batch_size,
+            "unroll_steps": config.targets.unroll_steps, "replay_steps": int(learner.replay.size),
+            "samples_per_s": round(batch_size / learn_s, 1), "bound_samples_per_s": round(batch_size / bound_s, 1),
+            "learner_vs_bound": round(bound_s / learn_s, 3)}
 
 
 def _from_preset(args):
