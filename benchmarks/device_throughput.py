@@ -54,6 +54,7 @@ def _time(fn, repeats: int) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default=None, help="take game, network, planner and batches from this preset")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="with --preset: config overrides, as moozi train")
     p.add_argument("--env", default="gymnax:Breakout-MinAtar")
     p.add_argument("--batch", type=int, default=None, help="acting batch (default 256, or the preset's envs)")
     p.add_argument("--simulations", type=int, default=None, help="default 25, or the preset's planner's")
@@ -173,19 +174,26 @@ def main() -> None:
         print(f"{k:<{width}}  {v}")
 
 
+def _preset_config(args):
+    """The preset's config with the command line's overrides."""
+    from moozi.config import config_from_dict
+    from moozi.config.loading import apply_overrides
+    from moozi.presets import load_preset
+
+    return config_from_dict(apply_overrides(load_preset(args.preset), args.overrides))
+
+
 def learner_bound(args) -> dict:
     """The learner of a preset against its bound, at the preset's batch: ``Learner.train`` (replay sampling on the
     host, the transfer, targets built from raw windows, augmentation, the update, priorities written back) on a
     replay filled by acting with fresh params, against the same jitted update on one prepared batch of the same
     shapes, run back to back (``update_step`` with its targets given: forward, backward and Adam, nothing else).
     Prints ``samples_per_s``, ``bound_samples_per_s`` and ``learner_vs_bound``."""
-    from moozi.config import config_from_dict
-    from moozi.learner import Learner
+    from moozi.learner import Learner, training_chance_code
     from moozi.parts import build_parts
-    from moozi.presets import load_preset
     from moozi.update import build_batch
 
-    config = config_from_dict(load_preset(args.preset))
+    config = _preset_config(args)
     env, model = build_parts(config)
     if env.spec.path != "device":
         raise SystemExit(f"--preset {args.preset}: {env.spec.name} is a host game; this benchmark acts on the device")
@@ -209,7 +217,9 @@ def learner_bound(args) -> dict:
     sample = learner.replay.sample(batch_size, symmetries=1)
     batch = jax.device_put(build_batch(sample.windows, sample.positions, sample.weights, target_config=config.targets,
                                        num_actions=model.num_actions, frame_scale=env.spec.observation_scale,
-                                       chance=bool(model.config.chance_outcomes)))
+                                       chance=bool(model.config.chance_outcomes),
+                                       chance_code=training_chance_code(config.learner, env.spec,
+                                                                        model.config.chance_outcomes)))
     state = jax.tree_util.tree_map(jnp.copy, learner.state)
     update = make_update_fn(model, config.learner)
 
@@ -220,7 +230,7 @@ def learner_bound(args) -> dict:
         jax.block_until_ready(metrics["loss/total"])
 
     bound_s = _time(bare, args.repeats) / n
-    return {"preset": args.preset, "device": str(jax.devices()[0]), "batch": batch_size,
+    return {"preset": args.preset, "overrides": args.overrides, "device": str(jax.devices()[0]), "batch": batch_size,
             "unroll_steps": config.targets.unroll_steps, "replay_steps": int(learner.replay.size),
             "samples_per_s": round(batch_size / learn_s, 1), "bound_samples_per_s": round(batch_size / bound_s, 1),
             "learner_vs_bound": round(bound_s / learn_s, 3)}
@@ -228,11 +238,9 @@ def learner_bound(args) -> dict:
 
 def _from_preset(args):
     """The preset's game, network, planner, history, discount, learner and acting settings, and its batches."""
-    from moozi.config import config_from_dict
     from moozi.parts import build_parts
-    from moozi.presets import load_preset
 
-    config = config_from_dict(load_preset(args.preset))
+    config = _preset_config(args)
     env, model = build_parts(config)
     if env.spec.path != "device":
         raise SystemExit(f"--preset {args.preset}: {env.spec.name} is a host game; this benchmark times the "
