@@ -152,7 +152,10 @@ def _train(args: argparse.Namespace) -> int:
     if config.schedule.max_env_steps and not interrupted:
         print(f"moozi: {_where_it_stands(run_dir, counters, config.schedule.max_env_steps, trainer.rows)}",
               file=sys.stderr, flush=True)
-    summary = {"run_dir": str(run_dir), **counters, **trainer.rows.summary(), **trainer.ctx.last_test,
+    from moozi.observe.machine import device_peak_memory_bytes
+
+    summary = {"run_dir": str(run_dir), **counters, **trainer.rows.summary(),
+               "peak_device_memory_bytes": device_peak_memory_bytes(), **trainer.ctx.last_test,
                "parameters": trainer.size["parameters"], "memory_mb": trainer.size["memory_mb"]}
     print(json.dumps(summary), flush=True)
     if interrupted:
@@ -199,7 +202,7 @@ def _spent_budget(run_dir, config) -> dict | None:
     """The run's summary line when its newest good checkpoint has spent its env-step budget
     (``schedule.max_env_steps``), else None: the same command once more after the end says so at once, without
     building the trainer, loading the replay buffer or adding to commands.txt (nothing is trained); its
-    ``device_busy_fraction`` is None (nothing ran to sample)."""
+    ``device_busy_fraction`` and ``peak_device_memory_bytes`` are None (nothing ran to sample)."""
     from pathlib import Path
 
     from moozi.checkpoint import CheckpointError, find_latest
@@ -218,7 +221,7 @@ def _spent_budget(run_dir, config) -> dict | None:
     size = {"parameters": meta["size"]["parameters"], "memory_mb": meta["size"]["memory_mb"]} if "size" in meta else {}
     counters = {k: meta["counters"].get(k, 0) for k in COUNTERS}  # an older moozi's checkpoint may lack some
     return {"run_dir": str(run_dir), **meta["counters"], **run_rates(counters, config),
-            **meta["last_test"], **size}
+            "peak_device_memory_bytes": None, **meta["last_test"], **size}
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:

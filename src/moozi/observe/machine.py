@@ -224,3 +224,20 @@ def gpu_busy_fraction(timeout_s: float = 2.0) -> float | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_gpu_utilization(done.stdout, _visible_gpus()) if done.returncode == 0 else None
+
+
+def device_peak_memory_bytes() -> int | None:
+    """The most device memory this process has held on any of its local devices (JAX's ``peak_bytes_in_use``),
+    or None where the backend keeps no such count (the CPU) or JAX is not imported."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    peaks = []
+    try:
+        for device in jax.local_devices():
+            stats = device.memory_stats()
+            if stats and "peak_bytes_in_use" in stats:
+                peaks.append(int(stats["peak_bytes_in_use"]))
+    except (RuntimeError, AttributeError):
+        return None
+    return max(peaks) if peaks else None
