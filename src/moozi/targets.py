@@ -42,7 +42,7 @@ import numpy as np
 
 from moozi.config import TargetConfig
 from moozi.model.history import history_at
-from moozi.types import DUMMY_ACTION, Array, Targets, Trajectory
+from moozi.types import DUMMY_ACTION, Array, Targets, Trajectory, to_env_action
 
 __all__ = ["make_targets", "batched_targets", "n_step_returns", "priorities"]
 
@@ -253,7 +253,7 @@ def make_targets(traj: Trajectory, t, config: TargetConfig, num_actions: int, ch
 def _game_codes(traj: Trajectory, ks, real, chance_code):
     """``[K]`` int32: the game's code for each transition ``ks[k] -> ks[k] + 1`` (0 where ``real`` is False)."""
     def one(i):
-        env_action = jnp.maximum(_read(traj.actions, i) - 1, 0)  # augmented -> environment index
+        env_action = jnp.maximum(to_env_action(_read(traj.actions, i)), 0)  # the dummy (past the end) -> 0
         return chance_code(_read(traj.frames, i), env_action, _read(traj.frames, i + 1))
 
     return jnp.where(real, jax.vmap(one)(ks), 0).astype(jnp.int32)
