@@ -12,6 +12,14 @@ from pathlib import Path
 
 import pytest
 
+# A worker that dies (XLA has segfaulted writing the compile cache) must not hang the run: see tests/xdist_crash.py.
+from tests.xdist_crash import (  # noqa: F401
+    pytest_handlecrashitem,
+    pytest_report_teststatus,
+    pytest_terminal_summary,
+    pytest_xdist_make_scheduler,
+)
+
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "moozi-xla"))
 # Keep the many programs that compile in 0.1-1 s too (JAX keeps only >= 1 s ones by default).
