@@ -42,3 +42,25 @@ def xla_optimized():
     jax.config.update("jax_disable_most_optimizations", False)
     yield
     jax.config.update("jax_disable_most_optimizations", before)
+
+
+def _memory_maps() -> int | None:
+    try:
+        with open(f"/proc/{os.getpid()}/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:  # not Linux
+        return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _few_compiled_programs():
+    """A module may not leave 20,000 more memory maps in its worker than it found. Every program XLA compiles keeps
+    about three maps per kernel while it lives, and Linux allows 65,530 per process: a test that ran pgx's step op
+    by op compiled a program per move (41,000 maps), and XLA segfaulted in a later module's compile (CI, 2026-12-06).
+    The whole tier peaks near 28,000 per worker; the busiest single test adds about 4,400."""
+    before = _memory_maps()
+    yield
+    after = _memory_maps()
+    if before is not None and after is not None and after - before > 20_000:
+        pytest.fail(f"this module left {after - before:,} more memory maps ({after:,} of Linux's 65,530): it compiles "
+                    "thousands of programs; jit the loop (or its step) instead of running JAX op by op", pytrace=False)

@@ -275,19 +275,22 @@ def test_2048_codes_rebuild_pgx_boards():
 
     from moozi.envs.chance import _slide_2048, tile_2048
 
-    env, code = pgx.make("2048"), jax.jit(tile_2048)
+    # Everything jitted: run op by op, pgx's step and the slide compile a program per move (41,000 memory maps
+    # in one worker, near Linux's 65,530 limit; XLA then segfaults in a later compile).
+    env, code, slide = pgx.make("2048"), jax.jit(tile_2048), jax.jit(_slide_2048)
+    init, step = jax.jit(env.init), jax.jit(env.step)
     rng, key = np.random.default_rng(0), jax.random.key(0)
-    state, fours, checked = env.init(key), 0, 0
+    state, fours, checked = init(key), 0, 0
     while checked < 200:
         key, k1, k2 = jax.random.split(key, 3)
         legal = np.flatnonzero(np.asarray(state.legal_action_mask))
         if state.terminated or not legal.size:
-            state = env.init(k1)
+            state = init(k1)
             continue
         a = int(rng.choice(legal))
-        nxt = env.step(state, a, k2)
+        nxt = step(state, a, k2)
         c = int(code(state.observation.astype(jnp.float32), a, nxt.observation.astype(jnp.float32)))
-        board = np.asarray(_slide_2048(state._board.reshape(4, 4), a)).reshape(-1).copy()
+        board = np.asarray(slide(state._board.reshape(4, 4), a)).reshape(-1).copy()
         assert board[c // 2] == 0
         board[c // 2] = 1 + c % 2
         np.testing.assert_array_equal(board, np.asarray(nxt._board))
