@@ -387,3 +387,22 @@ def test_chance_nodes_are_sampled_from_the_reset_seed(game):
         assert rewards.sum() == state.returns()[0] > 0
     else:  # two players, zero-sum: the last mover's outcome
         assert rewards[-1] in (-1.0, 1.0) and not rewards[:-1].any()
+
+
+def test_einstein_wurfelt_nicht_shows_the_mover_its_die():
+    """OpenSpiel's observation of Einstein wurfelt nicht! leaves out the die, which decides the pieces that may
+    move; the bridge adds it as six one-hot channels before the to-play plane: at every decision the channel of
+    the last chance outcome drawn (history()[-1], the die face - 1), and zeros on the terminal step."""
+    env = make_env("openspiel:einstein_wurfelt_nicht")
+    assert env.spec.observation_shape == (1, 1, 300 + 6 + 1)
+    rng = np.random.default_rng(0)
+    g, seen = env.reset(11), set()
+    while True:
+        die = g.observation.reshape(-1)[300:306]
+        if g.terminated:
+            assert not die.any()
+            break
+        assert die.sum() == 1 and int(die.argmax()) == env.state.history()[-1]
+        seen.add(int(die.argmax()))
+        g = env.step(int(rng.choice(np.flatnonzero(g.legal_actions))))
+    assert len(seen) >= 3  # several faces over one game

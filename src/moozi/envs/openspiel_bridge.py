@@ -19,10 +19,13 @@ tensor).
 Chance: games with explicit chance nodes (2048, einstein_wurfelt_nicht, pig,
 backgammon, ...) are played by sampling every chance node with the bridge's
 own generator, seeded by ``reset``'s seed (so an episode is reproducible from
-its seed), until a player is to move; the outcomes are not exposed, so a model
-learns them from the observations (``model.chance_outcomes``: Stochastic
-MuZero). Games that sample their own chance (``SAMPLED_STOCHASTIC``) are
-played as they are.
+its seed), until a player is to move; the outcomes are not exposed as codes, so a
+model learns them from the observations (``model.chance_outcomes``: Stochastic
+MuZero). Where OpenSpiel's observation tensor leaves out an outcome the mover
+must know (Einstein wurfelt nicht!'s die, which decides the pieces that may
+move), the bridge adds it as one-hot channels (:data:`CHANCE_CHANNELS`): the
+last outcome drawn before the mover's turn, all zeros on a terminal step. Games
+that sample their own chance (``SAMPLED_STOCHASTIC``) are played as they are.
 
 Mapping to the step contract (the pool adds auto-reset, the empty legal mask
 on last steps, the truncation cap and legal-action checks):
@@ -32,7 +35,8 @@ on last steps, the truncation cap and legal-action checks):
   ``(H, W, C)``. 2-D shapes ``(H, W)`` become ``(H, W, 1)``, 1-D shapes ``(D,)``
   (and anything else) ``(1, 1, D)``. Many OpenSpiel games (tic-tac-toe among
   them) give the same tensor to both players, with fixed planes per colour,
-  so the observation is not necessarily mover-relative. Two-player games
+  so the observation is not necessarily mover-relative. Chance channels
+  (above) come next. Two-player games
   therefore get one more channel, last, filled with ``to_play`` (0 or 1): the
   model's values are from the mover's point of view, and in games such as
   breakthrough the board alone does not say whose turn it is.
@@ -205,6 +209,12 @@ def check_supported(game, name: str) -> None:
         raise ConfigError(f"{name} is not supported by the OpenSpiel bridge: {'; '.join(why)}. {_SUPPORTED}")
 
 
+CHANCE_CHANNELS = {"einstein_wurfelt_nicht": 6}
+"""Games whose observation tensor omits the chance outcome the mover must know, with its number of outcomes:
+the bridge appends that many one-hot channels of the last outcome drawn (Einstein wurfelt nicht!: the die's six
+faces; its starting layouts, also chance, are on the board)."""
+
+
 def observation_shape(raw: tuple[int, ...]) -> tuple[int, ...]:
     """``(H, W, C)`` for OpenSpiel's ``observation_tensor_shape`` (``(C, H, W)``, ``(H, W)`` or ``(D,)``)."""
     if len(raw) == 3:
@@ -237,10 +247,13 @@ class OpenSpielEnv(HostEnv):
         self._raw_shape = tuple(int(d) for d in self._game.observation_tensor_shape())
         self._num_players = int(self._game.num_players())
         self._terminal_rewards = self._game.get_type().reward_model == pyspiel.GameType.RewardModel.TERMINAL
+        self._chance_channels = CHANCE_CHANNELS.get(self._game.get_type().short_name, 0)
+        self._last_chance = None
+        h, w, c = observation_shape(self._raw_shape)
         try:
             self.spec = EnvSpec(
                 name=name,
-                observation_shape=_with_player_plane(observation_shape(self._raw_shape), self._num_players),
+                observation_shape=_with_player_plane((h, w, c + self._chance_channels), self._num_players),
                 num_actions=int(self._game.num_distinct_actions()),
                 num_players=self._num_players,
                 max_episode_steps=cap,
@@ -266,14 +279,19 @@ class OpenSpielEnv(HostEnv):
         """The current ``pyspiel.State`` (None before the first reset)."""
         return self._state
 
-    def _observation(self, player: int) -> np.ndarray:
+    def _observation(self, player: int, terminated: bool = False) -> np.ndarray:
         x = np.asarray(self._state.observation_tensor(player), np.float32)
         if len(self._raw_shape) == 3:
             x = x.reshape(self._raw_shape).transpose(1, 2, 0)
+        h, w, _ = observation_shape(self._raw_shape)
+        x = x.reshape(h, w, -1)
+        if self._chance_channels:
+            drawn = np.zeros((h, w, self._chance_channels), np.float32)
+            if not terminated and self._last_chance is not None:
+                drawn[..., self._last_chance] = 1.0
+            x = np.concatenate([x, drawn], axis=-1)
         if self._num_players == 2:
-            h, w, c = self.spec.observation_shape
-            x = x.reshape(h, w, c - 1)
-            return np.concatenate([x, np.full((h, w, 1), float(player), np.float32)], axis=-1)
+            x = np.concatenate([x, np.full((h, w, 1), float(player), np.float32)], axis=-1)
         return x.reshape(self.spec.observation_shape)
 
     def _game_step(self, reward: float, terminated: bool, mover: int) -> GameStep:
@@ -284,11 +302,13 @@ class OpenSpielEnv(HostEnv):
         else:
             to_play = int(s.current_player())
             legal = np.asarray(s.legal_actions_mask(to_play), bool)
-        return GameStep(self._observation(to_play), legal, reward=reward, terminated=terminated, to_play=to_play)
+        return GameStep(self._observation(to_play, terminated), legal, reward=reward, terminated=terminated,
+                        to_play=to_play)
 
     def reset(self, seed: int) -> GameStep:
         self._rng = np.random.default_rng(seed)  # chance nodes only; deterministic games draw nothing
         self._state = self._game.new_initial_state()
+        self._last_chance = None
         self._resolve_chance()
         return self._game_step(0.0, bool(self._state.is_terminal()), mover=1)
 
@@ -311,7 +331,10 @@ class OpenSpielEnv(HostEnv):
         while s.is_chance_node():
             outcomes, probs = zip(*s.chance_outcomes())
             probs = np.asarray(probs, np.float64)
-            s.apply_action(int(outcomes[self._rng.choice(len(outcomes), p=probs / probs.sum())]))
+            outcome = int(outcomes[self._rng.choice(len(outcomes), p=probs / probs.sum())])
+            s.apply_action(outcome)
+            if len(outcomes) == self._chance_channels:  # the draw the channels name (the die), not the layouts
+                self._last_chance = outcomes.index(outcome)
 
     def render(self) -> str | None:
         return None if self._state is None else str(self._state)
