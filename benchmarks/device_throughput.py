@@ -14,8 +14,17 @@ With ``--preset P`` the game, network, planner, history, unroll, learner setting
 (acting at its ``env.num_envs``, learning at its ``schedule.batch_size``; ``--batch`` / ``--simulations``
 still override), so the bound is that of the network a run of P trains (device-path games only).
 
-Usage: ``python benchmarks/device_throughput.py [--preset P] [--batch 256] [--simulations 25]
-[--planner puct|gumbel] [--steps 16] [--repeats 3] [--json]``. Numbers vary with
+With ``--preset P --fused`` it times the device schedule's candidate (issue 89, item 2): acting, a replay kept in
+device memory and learning fused into one compiled chunk of epochs (per epoch: the preset's acting steps, every
+environment's steps written to its ring row, the updates the preset's replay ratio owes, each on windows drawn
+uniformly from the rows and cut by :func:`moozi.replay.ring.ring_window`; acting uses the newest params), one
+host call per chunk, against the same parts run apart in the same process (the rollout alone, the updates alone):
+``fused_env_steps_per_s``, ``fused_updates_per_s``, ``fused_vs_parts`` (the parts' time over the chunk's; above 1:
+fusing saves time) and ``fused_projected_minutes_10m_frames``. A probe: uniform sampling, no priorities, no
+metrics; the schedule itself is not built yet.
+
+Usage: ``python benchmarks/device_throughput.py [--preset P [--fused | --learner-bound]] [--batch 256]
+[--simulations 25] [--planner puct|gumbel] [--steps 16] [--repeats 3] [--json]``. Numbers vary with
 machine load; compare ratios measured in one run.
 """
 
@@ -68,7 +77,17 @@ def main() -> None:
     p.add_argument("--learner-bound", action="store_true",
                    help="with --preset: only the learner against its bound (samples_per_s, bound_samples_per_s, "
                         "learner_vs_bound)")
+    p.add_argument("--fused", action="store_true",
+                   help="with --preset: acting, a device replay and learning fused into one compiled chunk, against "
+                        "the parts apart (fused_env_steps_per_s, fused_updates_per_s, fused_vs_parts)")
+    p.add_argument("--epochs", type=int, default=4, help="with --fused: epochs per compiled chunk")
     args = p.parse_args()
+    if args.fused:
+        if not args.preset:
+            raise SystemExit("--fused needs --preset")
+        result = fused(args)
+        print(json.dumps(result) if args.json else "\n".join(f"{k}  {v}" for k, v in result.items()))
+        return
     if args.learner_bound:
         if not args.preset:
             raise SystemExit("--learner-bound needs --preset")
@@ -234,6 +253,110 @@ def learner_bound(args) -> dict:
             "unroll_steps": config.targets.unroll_steps, "replay_steps": int(learner.replay.size),
             "samples_per_s": round(batch_size / learn_s, 1), "bound_samples_per_s": round(batch_size / bound_s, 1),
             "learner_vs_bound": round(bound_s / learn_s, 3)}
+
+
+def fused(args) -> dict:
+    """The fused chunk (module doc, ``--fused``) of a device-path preset, against its parts run apart."""
+    import functools
+    import math
+
+    from moozi.learner import training_chance_code
+    from moozi.parts import build_parts
+    from moozi.replay.ring import RING_FIELDS, ring_window
+    from moozi.update import update_from_windows
+    from moozi.workers.device_actor import make_device_rollout
+
+    config = _preset_config(args)
+    env, model = build_parts(config)
+    if env.spec.path != "device":
+        raise SystemExit(f"--preset {args.preset}: {env.spec.name} is a host game; the fused chunk acts on the device")
+    tc = config.targets
+    B = args.batch or config.env.num_envs
+    T = args.steps if args.steps != 16 else config.acting.steps_per_epoch
+    LB = args.learner_batch or config.schedule.batch_size
+    U = max(1, round(config.schedule.samples_per_env_step * B * T / LB))  # updates per epoch: the replay ratio
+    L, W = tc.history_length, tc.history_length + tc.unroll_steps + tc.td_steps + 1
+    rows = max(math.ceil(config.replay.capacity / B / T), math.ceil(2 * W / T)) * T  # a row per environment
+    planner = dataclasses.replace(config.planner, num_simulations=args.simulations or config.planner.num_simulations)
+    policy = PolicyConfig(spec=env.spec, planner=planner, discount=tc.discount, history_length=L)
+    rollout = make_device_rollout(env, model, policy, T)
+    learn = functools.partial(update_from_windows, model=model, config=config.learner, target_config=tc,
+                              frame_scale=env.spec.observation_scale,
+                              chance_code=training_chance_code(config.learner, env.spec, model.config.chance_outcomes))
+    actor = DeviceActor(env, model, policy, B, T, jax.random.key(1), acting=config.acting)
+    state = init_train_state(model, config.learner, jax.random.key(3))
+    temperature = jnp.float32(1.0)
+
+    def store(ring, filled, at, samples):
+        """Write a ``[T, B]`` segment into every environment's row at ``at`` (rows hold a multiple of T)."""
+        ring = {k: jax.lax.dynamic_update_slice_in_dim(ring[k], jnp.swapaxes(getattr(samples, k), 0, 1), at, axis=1)
+                for k in RING_FIELDS}
+        return ring, jnp.minimum(filled + T, rows), (at + T) % rows
+
+    def windows(ring, filled, at, key):
+        """``LB`` windows drawn uniformly: an environment and a start among the ``filled - W + 1`` whole sequences."""
+        kb, ks = jax.random.split(key)
+        env_index = jax.random.randint(kb, (LB,), 0, B)
+        start = (at - filled + jax.random.randint(ks, (LB,), 0, filled - W + 1)) % rows
+        cols = (start[:, None] + jnp.arange(W)[None, :]) % rows
+        seqs = {k: v[env_index[:, None], cols] for k, v in ring.items()}
+        return jax.vmap(functools.partial(ring_window, history_length=L))(seqs)
+
+    def act_and_store(carry, ring, filled, at, params):
+        carry, samples = rollout(params, carry, temperature)
+        return carry, *store(ring, filled, at, samples)
+
+    def updates(state, ring, filled, at, key):
+        def one(c, k):
+            st = c
+            st, metrics, _ = learn(st, windows(ring, filled, at, k), jnp.full((LB,), L, jnp.int32),
+                                   jnp.ones((LB,), jnp.float32))
+            return st, metrics["loss/total"]
+        return jax.lax.scan(one, state, jax.random.split(key, U))
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+    def chunk(state, carry, ring, filled, at, key):
+        def epoch(c, k):
+            state, carry, ring, filled, at = c
+            carry, ring, filled, at = act_and_store(carry, ring, filled, at, state.params)
+            state, losses = updates(state, ring, filled, at, k)
+            return (state, carry, ring, filled, at), losses.mean()
+        (state, carry, ring, filled, at), losses = jax.lax.scan(epoch, (state, carry, ring, filled, at),
+                                                                jax.random.split(key, args.epochs))
+        return state, carry, ring, filled, at, losses
+
+    carry = actor.carry
+    _, probe = rollout(state.params, carry, temperature)
+    ring = {k: jnp.zeros((B, rows, *getattr(probe, k).shape[2:]), getattr(probe, k).dtype) for k in RING_FIELDS}
+    filled, at = jnp.int32(0), jnp.int32(0)
+    fill = jax.jit(act_and_store)
+    while int(filled) < W:  # enough steps for one whole sequence before the first update
+        carry, ring, filled, at = fill(carry, ring, filled, at, state.params)
+    keys = iter(jax.random.split(jax.random.key(4), 1000))
+    box = {"state": state, "carry": carry, "ring": ring, "filled": filled, "at": at}
+
+    def run_chunk():
+        out = chunk(box["state"], box["carry"], box["ring"], box["filled"], box["at"], next(keys))
+        box.update(state=out[0], carry=out[1], ring=out[2], filled=out[3], at=out[4])
+        jax.block_until_ready(out[5])
+
+    chunk_s = _time(run_chunk, args.repeats)
+    # The same parts apart, in the same process: the rollout alone, and the updates alone on the filled rows.
+    act = jax.jit(lambda params, carry: rollout(params, carry, temperature))
+    act_s = _time(lambda: jax.block_until_ready(act(box["state"].params, box["carry"])[1].action), args.repeats)
+    upd = jax.jit(updates)
+    learn_s = _time(lambda: jax.block_until_ready(
+        upd(jax.tree_util.tree_map(jnp.copy, box["state"]), box["ring"], box["filled"], box["at"], next(keys))[1]),
+        args.repeats)
+    env_steps = args.epochs * T * B
+    return {"preset": args.preset, "overrides": args.overrides, "device": str(jax.devices()[0]), "envs": B,
+            "steps_per_epoch": T, "updates_per_epoch": U, "batch": LB, "epochs_per_chunk": args.epochs,
+            "ring_rows": rows, "simulations": planner.num_simulations,
+            "fused_env_steps_per_s": round(env_steps / chunk_s, 1),
+            "fused_updates_per_s": round(args.epochs * U / chunk_s, 2),
+            "parts_env_steps_per_s": round(T * B / (act_s + learn_s), 1),
+            "fused_vs_parts": round(args.epochs * (act_s + learn_s) / chunk_s, 3),
+            "fused_projected_minutes_10m_frames": round(1e7 / (env_steps / chunk_s) / 60, 1)}
 
 
 def _from_preset(args):

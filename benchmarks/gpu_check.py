@@ -20,7 +20,9 @@ Two steps:
    ``updates_per_s``, ``samples_per_s``, ``replay_ratio``, ``device_busy_fraction`` (null on a CPU),
    ``peak_device_memory_bytes``, ``acting_vs_bound``, ``learner_vs_bound`` and ``projected_minutes_10m_frames``
    (:func:`figures`), beside the raw ``train`` and ``bound`` records;
-4. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
+4. ``device_throughput.py --preset breakout-gpu --fused`` (``fused``): acting, a device replay and learning
+   fused into one compiled chunk, the candidate design of the device schedule, against its parts apart;
+5. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
    beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
 ``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
@@ -122,13 +124,16 @@ def _run_json(cmd: list[str]) -> tuple[dict | None, float, str]:
     return json.loads(lines[-1]), wall, err
 
 
-def _throughput(batch: int | None, smoke: bool, preset: str | None = None) -> dict:
-    """``device_throughput.py`` at an acting batch (the thesis network), or for a preset at its own sizes."""
+def _throughput(batch: int | None, smoke: bool, preset: str | None = None, fused: bool = False) -> dict:
+    """``device_throughput.py`` at an acting batch (the thesis network), or for a preset at its own sizes
+    (``fused``: its fused chunk against its parts)."""
     cmd = [sys.executable, str(HERE / "device_throughput.py"), "--json"]
     cmd += ["--preset", preset] if preset else []
     cmd += ["--batch", str(batch)] if batch else []
+    cmd += ["--fused"] if fused else []
     if smoke:
         cmd += ["--batch", "4", "--simulations", "2", "--steps", "2", "--repeats", "1", "--learner-batch", "8"]
+        cmd += ["--epochs", "1", "replay.capacity=64", "schedule.min_replay_steps=8"] if fused else []
     row, wall, err = _run_json(cmd)
     return {"batch": batch, "error": err} if row is None else {"wall_s": wall, **row}
 
@@ -212,6 +217,8 @@ def run(args) -> int:
         train = _train(name, minutes, overrides)
         result["configs"][name] = {**figures(train, bound, batch), "train": train, "bound": bound}
         _save(out, result)
+    result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
+    _save(out, result)
     if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
         train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])
         result["e2e"] = {"preset": "breakout-gpu", "minutes": args.e2e_min, **train, "curve": train.pop("curve", [])}

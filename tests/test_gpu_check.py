@@ -46,4 +46,7 @@ def test_the_whole_check_runs_at_tiny_sizes_on_a_cpu(tmp_path):
         assert figures["env_steps_per_s"] > 0 and figures["simulations_per_s"] > 0, name
         assert figures["device_busy_fraction"] is None and figures["peak_device_memory_bytes"] is None  # a CPU
         assert (figures["acting_vs_bound"] is None) == (name == "atari-pong"), name  # the host game has no bound
+    fused = result["fused"]
+    assert fused.get("error") is None, fused
+    assert fused["fused_env_steps_per_s"] > 0 and fused["fused_updates_per_s"] > 0 and fused["fused_vs_parts"] > 0
     assert result["device"] and result["cpu_smoke"] is True
