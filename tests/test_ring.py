@@ -45,7 +45,8 @@ def _steps(traj: Trajectory, start: int = 0, stop: int | None = None) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _targets_fn():
-    return jax.jit(lambda window, t: make_targets(window, t, TCFG, A))
+    """Stochastic MuZero's targets: the deterministic model's and the unroll's observations and transition mask."""
+    return jax.jit(lambda window, t: make_targets(window, t, TCFG, A, chance=True))
 
 
 @pytest.mark.parametrize("two_player", [False, True])
@@ -79,7 +80,7 @@ def test_a_ring_window_gives_the_host_buffers_targets_at_every_position(two_play
         theirs = jax.tree.map(lambda x: x[0], theirs)
         got, want = targets(mine, L), targets(theirs, int(pos[0]))
         for name in ("observation", "next_observation", "actions", "policy", "value", "value_mask", "reward",
-                     "consistency_mask", "priority"):
+                     "consistency_mask", "priority", "unroll_observations", "transition_mask"):
             np.testing.assert_allclose(np.asarray(getattr(got, name)), np.asarray(getattr(want, name)), rtol=1e-6,
                                        atol=1e-6, err_msg=f"{name} at position {pid}")
         checked += 1
