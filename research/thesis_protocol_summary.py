@@ -12,6 +12,11 @@ interval); ``ppo`` keyed by game with the same fields, and ``ppo_gymnax_protocol
 gymnax's 1000-move protocol, beside gymnax's published figures). A run still under way has ``status`` "running"
 and no final (it counts in no aggregate).
 
+Run folders do not outlive every session, so the existing summary's entries are merged, not replaced
+(:func:`merge`): a seed whose folder is gone keeps its entry, a PPO seed's folder replaces its entry, and a moozi
+run's folder replaces the entry of the same run unless it holds fewer frames (the run was started over: the old
+entry is kept, marked lost). Every aggregate is computed again over the merged seeds.
+
 Usage: ``python research/thesis_protocol_summary.py [--runs runs] [--out docs/results/thesis-protocol/summary.json]
 [--keep KEY ...]`` (``--keep``: top-level keys of the existing summary written by hand, kept as they are).
 """
@@ -97,6 +102,42 @@ def summarize(runs: Path) -> dict:
     return out
 
 
+LOST = "lost (its folder did not outlive its session); started over, never spliced"
+
+
+def _merged_seeds(old: list[dict], new: list[dict], moozi: bool) -> list[dict]:
+    """``new`` entries (from folders) over ``old`` ones (the summary's): see :func:`merge`."""
+    out = list(new)
+    for entry in old:
+        same = [e for e in new if (e.get("run") == entry.get("run") if moozi else e["seed"] == entry["seed"])]
+        if not same:
+            out.append(entry)
+        elif moozi and entry.get("status") == "running" and entry["env_frames"] > same[0]["env_frames"]:
+            out.append({**entry, "status": LOST})  # the folder holds a restart with fewer frames
+        elif moozi and entry.get("status", "").startswith("lost"):
+            out.append(entry)
+    return sorted(out, key=lambda e: (e["seed"], -e.get("env_frames", 0)))
+
+
+def merge(old: dict, new: dict) -> dict:
+    """``new`` (from the run folders) merged into ``old`` (the existing summary), aggregates recomputed."""
+    out = {**old, **{k: v for k, v in new.items() if k not in ("ppo", "ppo_gymnax_protocol")}}
+    for game in GAMES:
+        seeds = _merged_seeds(old.get(game, {}).get("seeds", []), new[game]["seeds"], moozi=True)
+        out[game] = {**{k: v for k, v in new[game].items() if k != "seeds"}, "seeds": seeds,
+                     **aggregate([s["final_mean"] for s in seeds if s.get("final_mean") is not None])}
+        for key in ("ppo", "ppo_gymnax_protocol"):
+            before = old.get(key, {}).get(game, {})
+            entry = {**before, **{k: v for k, v in new[key][game].items() if k != "seeds"}}
+            entry["seeds"] = _merged_seeds(before.get("seeds", []), new[key][game]["seeds"], moozi=False)
+            if key == "ppo":
+                for k in ("mean", "iqm", "iqm_ci", "seeds_counted"):
+                    entry.pop(k, None)
+                entry.update(aggregate([s["final_mean"] for s in entry["seeds"]]))
+            out.setdefault(key, {})[game] = entry
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default="runs")
@@ -107,6 +148,7 @@ def main() -> None:
     summary = summarize(Path(args.runs))
     if out.exists():
         old = json.loads(out.read_text())
+        summary = merge(old, summary)
         summary.update({k: old[k] for k in args.keep if k in old})
     out.write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({g: {k: v for k, v in summary[g].items() if k in ("mean", "iqm", "iqm_ci")}

@@ -89,3 +89,29 @@ def test_card_run_entry_writes_a_long_runs_entry_from_its_folder(tmp_path):
         card_run_entry.main([str(card), str(run), "--status", "x", "--set", "novalue"])
     with pytest.raises(SystemExit, match="no training records"):
         card_run_entry.run_entry(tmp_path)
+
+
+def test_thesis_protocol_summary_merges_instead_of_replacing():
+    """Folders do not outlive every session: a seed whose folder is gone keeps its entry; a PPO seed's folder
+    replaces its entry; a moozi run started over (fewer frames in its folder) leaves the old entry marked lost;
+    the aggregates are over the merged seeds (PPO finals 10, 20 and 60: mean 30)."""
+    from research.thesis_protocol_summary import GAMES, LOST, merge
+
+    def ppo(seed, final):
+        return {"seed": seed, "final_mean": final}
+
+    empty = {g: {"seeds": []} for g in GAMES}
+    old = {**empty, "breakout": {"seeds": [{"seed": 0, "run": "tp-breakout-s0", "env_frames": 500, "status": "running"},
+                                           {"seed": 1, "run": "tp-breakout-s1", "env_frames": 900, "status": "running"}]},
+           "ppo": {g: {"seeds": []} for g in GAMES}, "ppo_gymnax_protocol": {g: {"seeds": []} for g in GAMES},
+           "machine": "by hand"}
+    old["ppo"]["breakout"] = {"seeds": [ppo(0, 10.0), ppo(1, 99.0)]}
+    new = {**empty, "breakout": {"seeds": [{"seed": 0, "run": "tp-breakout-s0", "env_frames": 100,
+                                            "status": "running"}]},
+           "ppo": {g: {"seeds": []} for g in GAMES}, "ppo_gymnax_protocol": {g: {"seeds": []} for g in GAMES}}
+    new["ppo"]["breakout"] = {"seeds": [ppo(1, 20.0), ppo(2, 60.0)]}
+    out = merge(old, new)
+    seeds = [(s["seed"], s["env_frames"], s["status"]) for s in out["breakout"]["seeds"]]
+    assert seeds == [(0, 500, LOST), (0, 100, "running"), (1, 900, "running")]
+    assert [s["final_mean"] for s in out["ppo"]["breakout"]["seeds"]] == [10.0, 20.0, 60.0]
+    assert out["ppo"]["breakout"]["mean"] == 30.0 and out["machine"] == "by hand"
