@@ -87,18 +87,13 @@ def main() -> None:
                    help="with --fused: unroll the chunk's epochs and updates (XLA:CPU runs an update inside a while "
                         "loop about 6x slower than the same update called alone; unrolled, no slower)")
     args = p.parse_args()
-    if args.fused:
-        if not args.preset:
-            raise SystemExit("--fused needs --preset")
-        result = fused(args)
-        print(json.dumps(result) if args.json else "\n".join(f"{k}  {v}" for k, v in result.items()))
-        return
-    if args.learner_bound:
-        if not args.preset:
-            raise SystemExit("--learner-bound needs --preset")
-        result = learner_bound(args)
-        print(json.dumps(result) if args.json else "\n".join(f"{k}  {v}" for k, v in result.items()))
-        return
+    for chosen, mode, flag in ((args.fused, fused, "--fused"), (args.learner_bound, learner_bound, "--learner-bound")):
+        if chosen:
+            if not args.preset:
+                raise SystemExit(f"{flag} needs --preset")
+            result = mode(args)
+            print(json.dumps(result) if args.json else "\n".join(f"{k}  {v}" for k, v in result.items()))
+            return
 
     if args.preset:
         env, model, planner, history, discount, learner_cfg, acting, defaults = _from_preset(args)

@@ -250,6 +250,7 @@ class OpenSpielEnv(HostEnv):
         self._chance_channels = CHANCE_CHANNELS.get(self._game.get_type().short_name, 0)
         self._last_chance = None
         h, w, c = observation_shape(self._raw_shape)
+        self._board = (h, w)
         try:
             self.spec = EnvSpec(
                 name=name,
@@ -283,7 +284,7 @@ class OpenSpielEnv(HostEnv):
         x = np.asarray(self._state.observation_tensor(player), np.float32)
         if len(self._raw_shape) == 3:
             x = x.reshape(self._raw_shape).transpose(1, 2, 0)
-        h, w, _ = observation_shape(self._raw_shape)
+        h, w = self._board
         x = x.reshape(h, w, -1)
         if self._chance_channels:
             drawn = np.zeros((h, w, self._chance_channels), np.float32)
