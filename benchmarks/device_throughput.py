@@ -14,16 +14,16 @@ With ``--preset P`` the game, network, planner, history, unroll, learner setting
 (acting at its ``env.num_envs``, learning at its ``schedule.batch_size``; ``--batch`` / ``--simulations``
 still override), so the bound is that of the network a run of P trains (device-path games only).
 
-With ``--preset P --fused`` it times the device schedule's candidate (issue 89, item 2): acting, a replay kept in
-device memory and learning fused into one compiled chunk of epochs (per epoch: the preset's acting steps, every
-environment's steps written to its ring row, the updates the preset's replay ratio owes, each on windows drawn
-uniformly from the rows and cut by :func:`moozi.replay.ring.ring_window`; acting uses the newest params), one
-host call per chunk (``--unrolled``: the chunk's epochs and updates unrolled instead of looped: on XLA:CPU an update
-inside a while loop ran 5-6x slower than alone, 618-635 against 99-122 ms, and 75 ms unrolled, breakout preset),
-against the same parts run apart in the same process (the rollout alone, the updates alone):
+With ``--preset P --fused`` it times the device schedule's chunk (issue 89, item 2; :func:`moozi.fused.make_chunk`):
+acting, a replay kept in device memory and learning fused into one compiled chunk of epochs (per epoch: the
+preset's acting steps, every environment's steps written to its ring row and prioritised as the host buffer does,
+the updates the preset's replay ratio owes, each on windows drawn by priority and re-prioritised), one host call per
+chunk (``--unrolled``: the chunk's epochs and updates unrolled instead of looped: on XLA:CPU an update inside a
+while loop ran 5-6x slower than alone, 618-635 against 99-122 ms, and 75 ms unrolled, breakout preset), against
+the same parts run apart in the same process (a segment acted and stored, the epoch's updates alone):
 ``fused_env_steps_per_s``, ``fused_updates_per_s``, ``fused_vs_parts`` (the parts' time over the chunk's; above 1:
-fusing saves time) and ``fused_projected_minutes_10m_frames``. A probe: uniform sampling, no priorities, no
-metrics; the schedule itself is not built yet.
+fusing saves time) and ``fused_projected_minutes_10m_frames``. The schedule that runs it in training is not built
+yet.
 
 Usage: ``python benchmarks/device_throughput.py [--preset P [--fused | --learner-bound]] [--batch 256]
 [--simulations 25] [--planner puct|gumbel] [--steps 16] [--repeats 3] [--json]``. Numbers vary with
@@ -256,13 +256,14 @@ def learner_bound(args) -> dict:
 
 
 def fused(args) -> dict:
-    """The fused chunk (module doc, ``--fused``) of a device-path preset, against its parts run apart."""
+    """The fused chunk (module doc, ``--fused``; :func:`moozi.fused.make_chunk`) of a device-path preset, against
+    its parts run apart."""
     import functools
-    import math
 
+    from moozi.fused import act_and_store, learn_from_ring, make_chunk, ring_rows
     from moozi.learner import training_chance_code
     from moozi.parts import build_parts
-    from moozi.replay.ring import RING_FIELDS, ring_window
+    from moozi.replay.ring import RING_FIELDS, ring_init, ring_sampleable
     from moozi.update import update_from_windows
     from moozi.workers.device_actor import make_device_rollout
 
@@ -275,84 +276,54 @@ def fused(args) -> dict:
     T = args.steps if args.steps != 16 else config.acting.steps_per_epoch
     LB = args.learner_batch or config.schedule.batch_size
     U = max(1, round(config.schedule.samples_per_env_step * B * T / LB))  # updates per epoch: the replay ratio
-    L, W = tc.history_length, tc.history_length + tc.unroll_steps + tc.td_steps + 1
-    rows = max(math.ceil(config.replay.capacity / B / T), math.ceil(2 * W / T)) * T  # a row per environment
+    L, ahead = tc.history_length, tc.unroll_steps + tc.td_steps
+    rows = ring_rows(config.replay.capacity, B, T, L + ahead + 1)
     planner = dataclasses.replace(config.planner, num_simulations=args.simulations or config.planner.num_simulations)
     policy = PolicyConfig(spec=env.spec, planner=planner, discount=tc.discount, history_length=L)
     rollout = make_device_rollout(env, model, policy, T)
     learn = functools.partial(update_from_windows, model=model, config=config.learner, target_config=tc,
                               frame_scale=env.spec.observation_scale,
                               chance_code=training_chance_code(config.learner, env.spec, model.config.chance_outcomes))
+    kw = dict(target_config=tc, replay_config=config.replay)
+    chunk = make_chunk(rollout, learn, batch_size=LB, updates_per_epoch=U, epochs=args.epochs, unroll=args.unrolled,
+                       **kw)
     actor = DeviceActor(env, model, policy, B, T, jax.random.key(1), acting=config.acting)
     state = init_train_state(model, config.learner, jax.random.key(3))
-    temperature = jnp.float32(1.0)
-
-    def store(ring, filled, at, samples):
-        """Write a ``[T, B]`` segment into every environment's row at ``at`` (rows hold a multiple of T)."""
-        ring = {k: jax.lax.dynamic_update_slice_in_dim(ring[k], jnp.swapaxes(getattr(samples, k), 0, 1), at, axis=1)
-                for k in RING_FIELDS}
-        return ring, jnp.minimum(filled + T, rows), (at + T) % rows
-
-    def windows(ring, filled, at, key):
-        """``LB`` windows drawn uniformly: an environment and a start among the ``filled - W + 1`` whole sequences."""
-        kb, ks = jax.random.split(key)
-        env_index = jax.random.randint(kb, (LB,), 0, B)
-        start = (at - filled + jax.random.randint(ks, (LB,), 0, filled - W + 1)) % rows
-        cols = (start[:, None] + jnp.arange(W)[None, :]) % rows
-        seqs = {k: v[env_index[:, None], cols] for k, v in ring.items()}
-        return jax.vmap(functools.partial(ring_window, history_length=L))(seqs)
-
-    def act_and_store(carry, ring, filled, at, params):
-        carry, samples = rollout(params, carry, temperature)
-        return carry, *store(ring, filled, at, samples)
-
-    def updates(state, ring, filled, at, key):
-        def one(c, k):
-            st = c
-            st, metrics, _ = learn(st, windows(ring, filled, at, k), jnp.full((LB,), L, jnp.int32),
-                                   jnp.ones((LB,), jnp.float32))
-            return st, metrics["loss/total"]
-        return jax.lax.scan(one, state, jax.random.split(key, U), unroll=U if args.unrolled else 1)
-
-    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
-    def chunk(state, carry, ring, filled, at, key):
-        def epoch(c, k):
-            state, carry, ring, filled, at = c
-            carry, ring, filled, at = act_and_store(carry, ring, filled, at, state.params)
-            state, losses = updates(state, ring, filled, at, k)
-            return (state, carry, ring, filled, at), losses.mean()
-        (state, carry, ring, filled, at), losses = jax.lax.scan(epoch, (state, carry, ring, filled, at),
-                                                                jax.random.split(key, args.epochs),
-                                                                unroll=args.epochs if args.unrolled else 1)
-        return state, carry, ring, filled, at, losses
-
+    _, probe = rollout(state.params, actor.carry, jnp.float32(1.0))
+    ring = ring_init({k: getattr(probe, k) for k in RING_FIELDS}, rows)
+    act = jax.jit(functools.partial(act_and_store, rollout, **kw))
     carry = actor.carry
-    _, probe = rollout(state.params, carry, temperature)
-    ring = {k: jnp.zeros((B, rows, *getattr(probe, k).shape[2:]), getattr(probe, k).dtype) for k in RING_FIELDS}
-    filled, at = jnp.int32(0), jnp.int32(0)
-    fill = jax.jit(act_and_store)
-    while int(filled) < W:  # enough steps for one whole sequence before the first update
-        carry, ring, filled, at = fill(carry, ring, filled, at, state.params)
+    while not bool(jnp.any((ring.priority > 0) & ring_sampleable(ring, L, ahead)[None, :])):  # one whole sequence
+        carry, ring, _ = act(state.params, carry, ring, jnp.float32(1.0))
     keys = iter(jax.random.split(jax.random.key(4), 1000))
-    box = {"state": state, "carry": carry, "ring": ring, "filled": filled, "at": at}
+    temps = jnp.ones((args.epochs,), jnp.float32)
+    box = {"state": state, "carry": carry, "ring": ring}
 
     def run_chunk():
-        out = chunk(box["state"], box["carry"], box["ring"], box["filled"], box["at"], next(keys))
-        box.update(state=out[0], carry=out[1], ring=out[2], filled=out[3], at=out[4])
-        jax.block_until_ready(out[5])
+        box["state"], box["carry"], box["ring"], out = chunk(box["state"], box["carry"], box["ring"], next(keys),
+                                                             temps, 1.0)
+        jax.block_until_ready(out["metrics"]["loss/total"])
 
     chunk_s = _time(run_chunk, args.repeats)
-    # The same parts apart, in the same process: the rollout alone, and the updates alone on the filled rows.
-    act = jax.jit(lambda params, carry: rollout(params, carry, temperature))
-    act_s = _time(lambda: jax.block_until_ready(act(box["state"].params, box["carry"])[1].action), args.repeats)
-    upd = jax.jit(updates)
-    learn_s = _time(lambda: jax.block_until_ready(
-        upd(jax.tree_util.tree_map(jnp.copy, box["state"]), box["ring"], box["filled"], box["at"], next(keys))[1]),
+    # The same parts apart, in the same process: a segment acted and stored, and the epoch's updates alone.
+    one = functools.partial(learn_from_ring, learn, batch_size=LB, **kw)
+
+    @jax.jit
+    def updates(state, ring, key):
+        def step(c, k):
+            st, rg, metrics = one(*c, k, 1.0)
+            return (st, rg), metrics["loss/total"]
+        return jax.lax.scan(step, (state, ring), jax.random.split(key, U), unroll=U if args.unrolled else 1)[1]
+
+    act_s = _time(lambda: jax.block_until_ready(
+        act(box["state"].params, box["carry"], jax.tree.map(jnp.copy, box["ring"]), jnp.float32(1.0))[2]["reward"]),
         args.repeats)
+    learn_s = _time(lambda: jax.block_until_ready(updates(box["state"], box["ring"], next(keys))), args.repeats)
     env_steps = args.epochs * T * B
     return {"preset": args.preset, "overrides": args.overrides, "device": str(jax.devices()[0]), "envs": B,
             "steps_per_epoch": T, "updates_per_epoch": U, "batch": LB, "epochs_per_chunk": args.epochs,
             "ring_rows": rows, "simulations": planner.num_simulations, "unrolled": args.unrolled,
+            "sampling": f"{config.replay.sampling} (the ring samples by priority, alpha {config.replay.alpha})",
             "fused_env_steps_per_s": round(env_steps / chunk_s, 1),
             "fused_updates_per_s": round(args.epochs * U / chunk_s, 2),
             "parts_env_steps_per_s": round(T * B / (act_s + learn_s), 1),

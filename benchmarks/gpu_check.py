@@ -26,7 +26,8 @@ Two steps:
    beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
 ``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
-runs it (``tests/test_gpu_check.py``).
+runs it for ``breakout-gpu`` and the fused row (``--only breakout-gpu``), the extended tier for every
+configuration (``tests/test_gpu_check.py``).
 
     python benchmarks/gpu_check.py wheels && python benchmarks/gpu_check.py command
     python benchmarks/gpu_check.py run --out /tmp/gpu --cpu-smoke    # on a CPU: the script works
@@ -208,7 +209,7 @@ def run(args) -> int:
         result["throughput"] = [_throughput(b, smoke) for b in (64, 1024, 4096)]
         _save(out, result)
     minutes = 5.0 if smoke else args.train_min  # smoke: the env-step budget ends it
-    for name in CONFIGS:
+    for name in args.only or CONFIGS:
         config = config_from_dict(load_preset(name))
         overrides = SMOKE if smoke else []
         batch = 8 if smoke else config.schedule.batch_size
@@ -243,7 +244,12 @@ def main() -> int:
                    help="then breakout-gpu for this many minutes, its tests by env frames (0: skip; 5 when time allows)")
     r.add_argument("--cpu-smoke", "--quick", dest="cpu_smoke", action="store_true",
                    help="tiny sizes by an env-step budget: check the script on a CPU (CI runs it)")
+    r.add_argument("--only", type=lambda v: [c for c in v.split(",") if c], default=None, metavar="NAME[,NAME]",
+                   help=f"time only these configurations (of {', '.join(CONFIGS)}); the fused row always runs")
     args = p.parse_args()
+    unknown = sorted(set(getattr(args, "only", None) or ()) - set(CONFIGS))
+    if unknown:
+        p.error(f"--only: {', '.join(unknown)} is not a configuration of the check; choose from {', '.join(CONFIGS)}")
     return {"wheels": wheels, "command": command, "run": run}[args.what](args)
 
 

@@ -33,13 +33,14 @@ def test_figures_by_hand():
     assert set(failed) == FIELDS and all(v is None for v in failed.values())
 
 
-def test_the_whole_check_runs_at_tiny_sizes_on_a_cpu(tmp_path):
+def _smoke(tmp_path, *only: str) -> dict:
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "run", "--cpu-smoke",
-                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=root)
+    cmd = [sys.executable, str(root / "benchmarks" / "gpu_check.py"), "run", "--cpu-smoke", "--out", str(tmp_path)]
+    done = subprocess.run([*cmd, *(["--only", ",".join(only)] if only else [])], capture_output=True, text=True,
+                          cwd=root)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert set(result["configs"]) == {"breakout-gpu", "connect4-gpu", "thesis-minatar", "atari-pong"}
+    assert set(result["configs"]) == set(only or ("breakout-gpu", "connect4-gpu", "thesis-minatar", "atari-pong"))
     for name, figures in result["configs"].items():
         assert FIELDS <= set(figures), name
         assert figures["train"].get("error") is None, (name, figures["train"])
@@ -50,3 +51,23 @@ def test_the_whole_check_runs_at_tiny_sizes_on_a_cpu(tmp_path):
     assert fused.get("error") is None, fused
     assert fused["fused_env_steps_per_s"] > 0 and fused["fused_updates_per_s"] > 0 and fused["fused_vs_parts"] > 0
     assert result["device"] and result["cpu_smoke"] is True
+    return result
+
+
+def test_the_check_runs_at_tiny_sizes_on_a_cpu(tmp_path):
+    """CI's share: the GPU preset and the fused chunk (each configuration's run is ``moozi train`` of a preset,
+    the train smoke tests' subject; the whole check ran 193 s of a loaded CI-like run, 2026-12-07)."""
+    _smoke(tmp_path, "breakout-gpu")
+
+
+@pytest.mark.extended
+def test_the_whole_check_runs_at_tiny_sizes_on_a_cpu(tmp_path):
+    _smoke(tmp_path)
+
+
+def test_only_names_a_configuration_of_the_check():
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "run", "--out", "/tmp/x",
+                           "--only", "breakout-gpu,pong"], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 2 and "--only: pong is not a configuration of the check; choose from breakout-gpu" \
+        in done.stderr, done.stderr

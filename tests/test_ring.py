@@ -5,12 +5,24 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from moozi.config import ReplayConfig, TargetConfig
 from moozi.replay import ReplayBuffer
-from moozi.replay.ring import RING_FIELDS, ring_window
+from moozi.replay.ring import (
+    RING_FIELDS,
+    Ring,
+    ring_init,
+    ring_mature,
+    ring_offsets,
+    ring_sample,
+    ring_sampleable,
+    ring_set_priorities,
+    ring_store,
+    ring_window,
+)
 from moozi.targets import make_targets
 from moozi.types import Trajectory
 
@@ -106,3 +118,76 @@ def test_a_ring_window_by_hand():
     assert (int(w.first), int(w.last), bool(w.is_terminal)) == (-1, 1, True)
     np.testing.assert_array_equal(np.asarray(w.rewards), [0, 1, 1, 1, 1, 1])
     np.testing.assert_array_equal(np.asarray(w.random_actions), [False] * 6)
+
+
+def test_a_ring_stores_segments_and_wraps_by_hand():
+    """Two environments, 6 columns, segments of 2 steps: after 4 stores the ring has wrapped once (filled 6, the
+    write column 2); the oldest column is 2, so ages run 4, 5, 0, 1, 2, 3 over columns 0-5. With L = 1 and K + N
+    = 2 the sampleable columns are the ages 1 to 3: columns 3, 4, 5."""
+    seg = lambda i: {k: np.full((2, 2) + ((3,) if k == "root_policy" else (1, 1, 1) if k == "frame" else ()), i,
+                                np.float32 if k in ("frame", "reward", "root_value", "root_policy") else
+                                bool if k.startswith("is_") or k == "random_action" else np.int32)
+                     for k in RING_FIELDS}
+    ring = ring_init(seg(0), 6)
+    for i in range(1, 5):
+        ring = ring_store(ring, seg(i))
+    assert (int(ring.filled), int(ring.at)) == (6, 2)
+    np.testing.assert_array_equal(np.asarray(ring.steps["action"][0]), [4, 4, 2, 2, 3, 3])
+    np.testing.assert_array_equal(np.asarray(ring_offsets(ring)), [4, 5, 0, 1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(ring_sampleable(ring, 1, 2)), [0, 0, 0, 1, 1, 1])
+
+
+def test_ring_sampling_by_hand():
+    """One row of 4 columns, every column's sequence whole (L = 0, K + N = 0), priorities 1, 0, 3, 0 and alpha 1:
+    the 4 strata of a total mass 4 fall on column 0, then 2, 2, 2; P = 1/4 and 3/4 over the N = 2 sampleable
+    positions, so the weights (N P) ** -1 are 2 and 2/3, divided by the batch's largest: 1 and 1/3; by the
+    buffer's (the least likely position's, 2): the same here. With alpha 0 the masses are 1, 0, 1, 0."""
+    ring = Ring({}, jnp.array([[1.0, 0.0, 3.0, 0.0]]), jnp.int32(4), jnp.int32(0), jnp.float32(3.0))
+    for norm in ("batch", "buffer"):
+        env, col, w = ring_sample(ring, jax.random.key(0), 4, 0, 0, alpha=1.0, beta=1.0, normalization=norm)
+        np.testing.assert_array_equal(np.asarray(env), [0, 0, 0, 0])
+        np.testing.assert_array_equal(np.asarray(col), [0, 2, 2, 2])
+        np.testing.assert_allclose(np.asarray(w), [1, 1 / 3, 1 / 3, 1 / 3], rtol=1e-6)
+    _, col, w = ring_sample(ring, jax.random.key(0), 4, 0, 0, alpha=0.0, beta=1.0)
+    np.testing.assert_array_equal(np.asarray(col), [0, 0, 2, 2])
+    np.testing.assert_allclose(np.asarray(w), [1, 1, 1, 1])
+    ring = ring_set_priorities(ring, jnp.array([0]), jnp.array([2]), jnp.array([-0.5]), 0.25)
+    np.testing.assert_allclose(np.asarray(ring.priority), [[1, 0, 0.75, 0]])
+    assert float(ring.max_priority) == 3.0
+
+
+@pytest.mark.parametrize("rows", [96, 24])
+def test_ring_maturing_gives_the_host_buffers_initial_priorities(rows):
+    """Two environments' streams of whole episodes stored 4 steps at a time (96 columns: no wrap; 24: the ring
+    wraps several times). After each store, :func:`ring_mature` prioritises exactly the positions whose sequence
+    has become whole, each with ``|v* - G^N| + epsilon`` as the host's :func:`~moozi.targets.priorities` gives it
+    on the whole episode; sampling draws only those, in proportion to their priorities."""
+    from moozi.targets import priorities
+
+    T, eps, L, ahead = 4, 1e-3, TCFG.history_length, TCFG.unroll_steps + TCFG.td_steps
+    rng = np.random.default_rng(5)
+    streams, want = [], []
+    for _ in range(2):
+        eps_list = [_episode(rng, int(n), bool(rng.random() < 0.5), False) for n in rng.integers(2, 14, 12)]
+        streams.append({k: np.concatenate([_steps(e)[k] for e in eps_list]) for k in RING_FIELDS})
+        want.append(np.concatenate([np.asarray(priorities(e, TCFG)) for e in eps_list]) + eps)
+    n = min(s["action"].shape[0] for s in streams) // T * T
+    ring = ring_init({k: np.stack([s[k][:T] for s in streams], 1) for k in RING_FIELDS}, rows)
+    store, mature = jax.jit(ring_store), jax.jit(functools.partial(ring_mature, count=T, config=TCFG, epsilon=eps))
+    for t0 in range(0, n, T):
+        ring = mature(store(ring, {k: np.stack([s[k][t0:t0 + T] for s in streams], 1) for k in RING_FIELDS}))
+        written = t0 + T
+        age = np.asarray(ring_offsets(ring))
+        step = written - int(ring.filled) + age  # the stream step each column holds
+        ok = (age >= L) & (age + ahead < int(ring.filled))
+        for b in range(2):
+            got = np.asarray(ring.priority[b])
+            np.testing.assert_allclose(got[ok], want[b][step[ok]], rtol=1e-5, err_msg=f"after {written} steps")
+            assert (got[age + ahead >= int(ring.filled)] == 0).all()  # not whole yet (columns of age < L: masked)
+    env, col, _ = ring_sample(ring, jax.random.key(1), 4096, L, ahead, alpha=1.0, beta=1.0)
+    ok = np.asarray(ring_sampleable(ring, L, ahead))
+    assert ok[np.asarray(col)].all()
+    freq = np.zeros(ring.shape)
+    np.add.at(freq, (np.asarray(env), np.asarray(col)), 1)
+    mass = np.where(ok[None, :], np.asarray(ring.priority), 0)
+    np.testing.assert_allclose(freq / 4096, mass / mass.sum(), atol=0.01)

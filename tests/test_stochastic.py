@@ -138,21 +138,31 @@ def test_model_kind_parts_and_most_likely_outcome(tiny):
     model.check_params(params)
     assert {"after_net", "after_chance_head", "chance_net", "encoder_net"} <= set(params["params"])
     obs = jax.random.normal(jax.random.key(1), (3, 1, 1, 5))
-    hidden = model.initial_inference(params, obs).hidden
     action = jnp.asarray([1, 2, 1])
-    after = model.afterstate_inference(params, hidden, action)
-    assert after.chance_logits.shape == (3, 4) and after.afterstate.shape == hidden.shape
-    best = jax.nn.one_hot(jnp.argmax(after.chance_logits, -1), 4)
-    expect = model.chance_inference(params, after.afterstate, best)
-    got = model.recurrent_inference(params, hidden, action)
-    np.testing.assert_allclose(got.hidden, expect.hidden, rtol=1e-6)
-    assert model.encode(params, obs, obs).shape == (3, 4)
+
+    @jax.jit  # one program, not op by op (each eager op compiles one: this test took 58 s so)
+    def parts(params, obs, action):
+        hidden = model.initial_inference(params, obs).hidden
+        after = model.afterstate_inference(params, hidden, action)
+        best = jax.nn.one_hot(jnp.argmax(after.chance_logits, -1), 4)
+        return (hidden, after.chance_logits, after.afterstate, model.chance_inference(params, after.afterstate, best)
+                .hidden, model.recurrent_inference(params, hidden, action).hidden, model.encode(params, obs, obs))
+
+    hidden, chance_logits, afterstate, expect, got, code = parts(params, obs, action)
+    assert chance_logits.shape == (3, 4) and afterstate.shape == hidden.shape
+    np.testing.assert_allclose(got, expect, rtol=1e-6)
+    assert code.shape == (3, 4)
     # the loss trains every part: the encoder through the straight-through code
     traj = _episode(last=6)
     traj = traj.replace(frames=jnp.broadcast_to(traj.frames, (8, 1, 1, 2)))
-    targets = make_targets(traj, 1, TargetConfig(history_length=1, unroll_steps=2, td_steps=2), A, chance=True)
-    batch = Batch(jax.tree.map(lambda x: jnp.stack([x, x]), targets), jnp.ones(2))
-    grads = jax.grad(lambda p: loss_fn(p, model, batch, LearnerConfig())[0])(params)
+
+    @jax.jit
+    def grads_of(params, traj):
+        targets = make_targets(traj, 1, TargetConfig(history_length=1, unroll_steps=2, td_steps=2), A, chance=True)
+        batch = Batch(jax.tree.map(lambda x: jnp.stack([x, x]), targets), jnp.ones(2))
+        return jax.grad(lambda p: loss_fn(p, model, batch, LearnerConfig())[0])(params)
+
+    grads = grads_of(params, traj)
     for part in ("encoder_net", "after_chance_head", "chance_net", "after_value_head"):
         assert sum(float(jnp.sum(jnp.abs(g))) for g in jax.tree_util.tree_leaves(grads["params"][part])) > 0, part
 
