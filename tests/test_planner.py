@@ -115,5 +115,6 @@ def test_gumbel_value_scale_golden(rescale, floor, p_better):
     root = RootEval(jnp.zeros((1, 1)), jnp.full((1,), 0.105), jnp.zeros((1, 3)))
     cfg = PlannerConfig(kind="gumbel", num_simulations=2, max_num_considered_actions=2, gumbel_scale=0.0,
                         rescale_values=rescale, min_value_range=floor)
-    out = search(None, jax.random.key(0), root, step, jnp.ones((1, 2), bool), cfg, discount=1.0, two_player=False)
+    out = jax.jit(lambda key: search(None, key, root, step, jnp.ones((1, 2), bool), cfg, discount=1.0,
+                                     two_player=False))(jax.random.key(0))  # jitted: op by op took 16 s
     np.testing.assert_allclose(out.root_policy[0], [0.0, 1 - p_better, p_better], atol=1e-5)

@@ -31,7 +31,7 @@ def test_step_rewards_the_mover_and_finished_states_absorb(ttt):
     states = _position(ttt, [0, 3, 1, 4], 1)
     evaluate = rollout_evaluator(ttt, 4)
     root = true_root(evaluate, None, states, history_init(1, ttt.spec.observation_shape, 1), jnp.zeros(1, jnp.uint32))
-    step = true_step(ttt, evaluate)
+    step = jax.jit(true_step(ttt, evaluate))  # one program (op by op the test took 17 s)
     win = step(None, root.embedding, jnp.array([3]))  # augmented 3 = cell 2
     assert float(win.reward[0]) == 1.0 and bool(win.embedding.done[0]) and float(win.value[0]) == 0.0
     after = step(None, win.embedding, jnp.array([5]))  # anything played from a finished state changes nothing
@@ -148,8 +148,8 @@ def test_value_range_floor_keeps_an_untrained_value_from_sharpening_the_gumbel_t
     peaks = {}
     for floor in (1e-8, 1.0):
         cfg = PlannerConfig(kind="gumbel", num_simulations=16, max_num_considered_actions=9, min_value_range=floor)
-        out = search(None, jax.random.key(3), root, true_step(ttt, evaluate), states.legal_actions, cfg,
-                     discount=1.0, two_player=True)
+        out = jax.jit(lambda r, legal, cfg=cfg: search(None, jax.random.key(3), r, true_step(ttt, evaluate), legal,
+                                                       cfg, discount=1.0, two_player=True))(root, states.legal_actions)
         peaks[floor] = float(np.asarray(out.root_policy).max(-1).mean())
     assert peaks[1e-8] > 0.3, peaks  # sharp on noise
     assert peaks[1.0] < 0.15, peaks  # 1 / 9 = 0.11: close to the uniform prior
