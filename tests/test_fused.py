@@ -23,7 +23,7 @@ from moozi.workers.policy import PolicyConfig
 
 from .helpers import TINY
 
-E, U = 2, 3
+E, U = 2, 2
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +57,10 @@ def _copy(tree):
     return jax.tree.map(jnp.copy, tree)
 
 
-def test_a_chunk_equals_its_pieces_one_by_one(parts):
-    """Two epochs of a segment and three updates each, fused (looped and unrolled), against the pieces jitted
-    apart with the same keys: the same parameters, ring (steps, priorities, write column) and metrics."""
+@pytest.mark.parametrize("unroll", [False, pytest.param(True, marks=pytest.mark.extended)])  # CI: the loop (the
+def test_a_chunk_equals_its_pieces_one_by_one(parts, unroll):  # unrolled chunk compiles 4 updates, 2 rollouts more)
+    """Two epochs of a segment and two updates each, fused (looped, or unrolled as on a CPU), against the pieces
+    jitted apart with the same keys: the same parameters, ring (steps, priorities, write column) and metrics."""
     p, s = parts, parts["config"].schedule
     key, temps = jax.random.key(11), jnp.array([1.0, 0.5], jnp.float32)
     one = jax.jit(functools.partial(learn_from_ring, p["learn"], batch_size=s.batch_size, **p["kw"]))
@@ -73,19 +74,18 @@ def test_a_chunk_equals_its_pieces_one_by_one(parts):
             state, ring, metrics = one(state, ring, ku, jnp.float32(0.5))
             per.append(metrics["loss/total"])
         losses.append(np.mean(per))
-    for unroll in (False, True):
-        chunk = make_chunk(p["rollout"], p["learn"], batch_size=s.batch_size, updates_per_epoch=U, epochs=E,
-                           unroll=unroll, **p["kw"])
-        got_state, _, got_ring, out = chunk(_copy(p["state"]), _copy(p["carry"]), _copy(p["ring"]), key, temps, 0.5)
-        np.testing.assert_allclose(np.asarray(out["metrics"]["loss/total"]), losses, rtol=2e-5)
-        assert int(got_state.step) == int(p["state"].step) + E * U
-        for a, b in zip(jax.tree.leaves(got_state.params), jax.tree.leaves(state.params)):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(np.asarray(got_ring.priority), np.asarray(ring.priority), rtol=1e-4, atol=1e-6)
-        assert int(got_ring.at) == int(ring.at) and int(got_ring.filled) == int(ring.filled)
-        for k in LEDGER_FIELDS:
-            assert out["steps"][k].shape == (E, p["T"], p["B"])
-            np.testing.assert_array_equal(np.asarray(out["steps"][k]), np.stack([np.asarray(a[k]) for a in steps]))
+    chunk = make_chunk(p["rollout"], p["learn"], batch_size=s.batch_size, updates_per_epoch=U, epochs=E,
+                       unroll=unroll, **p["kw"])
+    got_state, _, got_ring, out = chunk(_copy(p["state"]), _copy(p["carry"]), _copy(p["ring"]), key, temps, 0.5)
+    np.testing.assert_allclose(np.asarray(out["metrics"]["loss/total"]), losses, rtol=2e-5)
+    assert int(got_state.step) == int(p["state"].step) + E * U
+    for a, b in zip(jax.tree.leaves(got_state.params), jax.tree.leaves(state.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got_ring.priority), np.asarray(ring.priority), rtol=1e-4, atol=1e-6)
+    assert int(got_ring.at) == int(ring.at) and int(got_ring.filled) == int(ring.filled)
+    for k in LEDGER_FIELDS:
+        assert out["steps"][k].shape == (E, p["T"], p["B"])
+        np.testing.assert_array_equal(np.asarray(out["steps"][k]), np.stack([np.asarray(a[k]) for a in steps]))
 
 
 def test_ring_rows_hold_the_capacity_in_whole_segments():
