@@ -61,7 +61,7 @@ def fill_replay(cfg, learner: Learner, actor, episodes) -> None:
 
 
 def rollout_call(actor, n: int = 3):
-    """``call(f)``: ``n`` rollouts of ``f`` (a compiled ``actor._rollout``) from the actor's carry; returns ``n``."""
+    """``call(f)``: ``n`` rollouts of ``f`` (a compiled ``actor.rollout``) from the actor's carry; returns ``n``."""
     temperature = jnp.float32(1.0)
 
     def call(f, n=n):
@@ -99,13 +99,13 @@ def measure(preset: str, rounds: int, overrides: list[str]) -> dict:
     for role in ("train", "test"):
         actor = make_actor(cfg, env, model, role, jax.random.key(1))
         actor.set_params(*learner.params())
-        if not hasattr(actor, "_rollout"):
+        if not hasattr(actor, "rollout"):
             out[role] = "host acting path: not timed"
             continue
         episodes, _ = actor.run()
         if role == "train":
             fill_replay(cfg, learner, actor, episodes)
-        rollouts = _jit_variants(actor._rollout.__wrapped__)
+        rollouts = _jit_variants(actor.rollout.__wrapped__)
         call = rollout_call(actor)
         for f in rollouts.values():
             call(f, n=1)

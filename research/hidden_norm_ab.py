@@ -79,9 +79,9 @@ def measure(preset: str, rounds: int) -> dict:
     actor.set_params(*learner.params())
     episodes, _ = actor.run()
     bench.fill_replay(cfg, learner, actor, episodes)
-    if hasattr(actor, "_rollout"):
+    if hasattr(actor, "rollout"):
         call = bench.rollout_call(actor)
-        rollouts = _compiled(actor._rollout.__wrapped__, (actor.params, actor.carry, jnp.float32(1.0)))
+        rollouts = _compiled(actor.rollout.__wrapped__, (actor.params, actor.carry, jnp.float32(1.0)))
         out["acting"] = bench._interleaved({k: (lambda f=f: call(f)) for k, f in rollouts.items()}, rounds, "reduce")
 
     call = bench.update_call(cfg, learner)

@@ -160,9 +160,9 @@ def test_ring_sampling_by_hand():
 def test_ring_maturing_gives_the_host_buffers_initial_priorities(rows):
     """Two environments' streams of whole episodes stored 4 steps at a time (96 columns: no wrap; 24: the ring
     wraps several times). After each store, :func:`ring_mature` prioritises exactly the positions whose sequence
-    has become whole, each with ``|v* - G^N| + epsilon`` as the host's :func:`~moozi.targets.priorities` gives it
-    on the whole episode; sampling draws only those, in proportion to their priorities."""
-    from moozi.targets import priorities
+    has become whole, each with ``|v* - G^N| + epsilon`` as the host learner gives it on the whole episode
+    (:func:`~moozi.learner.episode_priorities`); sampling draws only those, in proportion to their priorities."""
+    from moozi.learner import episode_priorities
 
     T, eps, L, ahead = 4, 1e-3, TCFG.history_length, TCFG.unroll_steps + TCFG.td_steps
     rng = np.random.default_rng(5)
@@ -170,14 +170,15 @@ def test_ring_maturing_gives_the_host_buffers_initial_priorities(rows):
     for _ in range(2):
         eps_list = [_episode(rng, int(n), bool(rng.random() < 0.5), False) for n in rng.integers(2, 14, 12)]
         streams.append({k: np.concatenate([_steps(e)[k] for e in eps_list]) for k in RING_FIELDS})
-        want.append(np.concatenate([np.asarray(priorities(e, TCFG)) for e in eps_list]) + eps)
+        want.append(np.concatenate([episode_priorities(e, TCFG) for e in eps_list]) + eps)
     n = min(s["action"].shape[0] for s in streams) // T * T
     ring = ring_init({k: np.stack([s[k][:T] for s in streams], 1) for k in RING_FIELDS}, rows)
     store, mature = jax.jit(ring_store), jax.jit(functools.partial(ring_mature, count=T, config=TCFG, epsilon=eps))
+    offsets = jax.jit(ring_offsets)
     for t0 in range(0, n, T):
         ring = mature(store(ring, {k: np.stack([s[k][t0:t0 + T] for s in streams], 1) for k in RING_FIELDS}))
         written = t0 + T
-        age = np.asarray(ring_offsets(ring))
+        age = np.asarray(offsets(ring))
         step = written - int(ring.filled) + age  # the stream step each column holds
         ok = (age >= L) & (age + ahead < int(ring.filled))
         for b in range(2):

@@ -22,9 +22,20 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from moozi.config import ReplayConfig, TargetConfig
-from moozi.replay.ring import RING_FIELDS, Ring, ring_mature, ring_sample, ring_sequences, ring_set_priorities, ring_store
+from moozi.replay.ring import (
+    RING_FIELDS,
+    Ring,
+    ring_init,
+    ring_mature,
+    ring_sample,
+    ring_sampleable,
+    ring_sequences,
+    ring_set_priorities,
+    ring_store,
+)
 
 LEDGER_FIELDS = ("reward", "is_first", "is_last", "is_terminal")
 """The acted step fields a chunk returns (``[E, T, B]``) so the host can count episodes and their returns."""
@@ -56,8 +67,9 @@ def learn_from_ring(learn: Callable, state, ring: Ring, key, lr_scale, *, target
     priorities)`` (:func:`~moozi.update.update_from_windows` with its settings bound)."""
     history = target_config.history_length
     ahead = target_config.unroll_steps + target_config.td_steps
-    env_index, column, weights = ring_sample(ring, key, batch_size, history, ahead, replay_config.alpha,
-                                             replay_config.beta, replay_config.weight_normalization)
+    alpha = 0.0 if replay_config.sampling == "uniform" else replay_config.alpha  # uniform: every weight 1
+    env_index, column, weights = ring_sample(ring, key, batch_size, history, ahead, alpha, replay_config.beta,
+                                             replay_config.weight_normalization)
     windows = ring_sequences(ring, env_index, column, history, ahead)
     state, metrics, priorities = learn(state, windows, jnp.full((batch_size,), history, jnp.int32), weights,
                                        lr_scale)
@@ -99,3 +111,102 @@ def make_chunk(rollout: Callable, learn: Callable, *, target_config: TargetConfi
         return state, carry, ring, out
 
     return jax.jit(chunk, donate_argnums=(0, 1, 2))
+
+
+class DeviceLoop:
+    """The device schedule's acting and replay (``schedule.kind = device``), owned by the learner: the training
+    actor's environments and search state, the :class:`~moozi.replay.ring.Ring` and the compiled chunk.
+
+    Args:
+      actor: the run's training :class:`~moozi.workers.device_actor.DeviceActor` (its rollout, environments and
+        keys: the first segment is the one a sync run's actor plays).
+      learn: ``(state, windows, positions, weights, lr_scale) -> (state, metrics, priorities)``.
+      config: the run's config (``targets``, ``replay``, ``schedule``, ``acting``).
+      key: the key the chunks' sampling keys come from.
+      unroll: unroll the chunk's loops (on a CPU: XLA:CPU runs an update inside a while loop 5-6x slower).
+      params: the network's parameters (their shapes size the ring).
+
+    ``updates_per_epoch`` is ``samples_per_env_step x B x T / batch_size`` rounded (at least 1): the replay ratio
+    the run keeps is that over ``B x T``; ``schedule.epochs_per_call`` epochs are one chunk.
+    """
+
+    def __init__(self, actor, learn: Callable, config, key, unroll: bool, params):
+        from moozi.workers.actor import schedule_temperature
+
+        self._temperature = functools.partial(schedule_temperature, config.acting)
+        self.actor, self.config = actor, config
+        tc, s = config.targets, config.schedule
+        self.steps, self.envs = actor.num_steps, actor.num_envs
+        self.history, self.ahead = tc.history_length, tc.unroll_steps + tc.td_steps
+        self.updates_per_epoch = max(1, round(s.samples_per_env_step * self.steps * self.envs / s.batch_size))
+        self.epochs = s.epochs_per_call
+        kw = dict(target_config=tc, replay_config=config.replay)
+        shapes = jax.eval_shape(actor.rollout, params, actor.carry, jnp.float32(1.0))[1]
+        rows = ring_rows(config.replay.capacity, self.envs, self.steps, self.history + self.ahead + 1)
+        self.ring = ring_init({k: getattr(shapes, k) for k in RING_FIELDS}, rows)
+        self._act = jax.jit(functools.partial(act_and_store, actor.rollout, **kw), donate_argnums=(1, 2))
+        self._chunk = make_chunk(actor.rollout, learn, batch_size=s.batch_size, updates_per_epoch=self.updates_per_epoch,
+                                 epochs=self.epochs, unroll=unroll, **kw)
+        self.key = key
+        actor.carry = jax.tree.map(jnp.copy, actor.carry)  # a buffer per leaf (equal constants may share one): donated
+        self.open = np.zeros((2, self.envs), np.float64)  # per environment: the return so far, the moves so far
+
+    def sampleable(self) -> int:
+        """Positions the ring can be sampled at now (prioritised, their sequence whole)."""
+        ok = (self.ring.priority > 0) & ring_sampleable(self.ring, self.history, self.ahead)[None, :]
+        return int(jnp.sum(ok))
+
+    def act(self, params) -> dict:
+        """One segment acted with ``params`` and stored, nothing learned (filling the ring): its books
+        (:meth:`_books`)."""
+        temperature = self._temperature(self.actor.env_steps)
+        self.actor.carry, self.ring, steps = self._act(params, self.actor.carry, self.ring, jnp.float32(temperature))
+        return self._books(jax.device_get(steps), 1, [temperature])
+
+    def run(self, state, lr_scale: float):
+        """One chunk (``epochs_per_call`` epochs of acting and ``updates_per_epoch`` updates): ``(state, books)``,
+        the books with ``metrics`` (each update metric's mean over the chunk)."""
+        per_epoch = self.steps * self.envs
+        temps = [self._temperature(self.actor.env_steps + e * per_epoch) for e in range(self.epochs)]
+        self.key, key = jax.random.split(self.key)
+        state, self.actor.carry, self.ring, out = self._chunk(state, self.actor.carry, self.ring, key,
+                                                              jnp.asarray(temps, jnp.float32), jnp.float32(lr_scale))
+        out = jax.device_get(out)
+        books = self._books(out["steps"], self.epochs, temps)
+        books["metrics"] = {k: float(np.mean(v)) for k, v in out["metrics"].items() if k != "train/step"}
+        books["nonfinite"] = int(np.count_nonzero(out["metrics"]["train/nonfinite"]))
+        books["updates"] = self.epochs * self.updates_per_epoch
+        return state, books
+
+    def _books(self, steps: dict, epochs: int, temps) -> dict:
+        """What the host counts of ``epochs`` acted segments (:data:`LEDGER_FIELDS`, ``[E, T, B]`` or ``[T, B]``):
+        env steps, and the returns (rewards after each episode's first step, summed, as the sync schedule's
+        ``train/episode_return``) and lengths (moves) of the episodes that ended, carried across calls."""
+        reward = np.asarray(steps["reward"], np.float64).reshape(-1, self.envs)
+        first = np.asarray(steps["is_first"]).reshape(-1, self.envs)
+        last = np.asarray(steps["is_last"]).reshape(-1, self.envs)
+        returns, lengths = [], []
+        for t in range(reward.shape[0]):
+            self.open[0] = np.where(first[t], 0.0, self.open[0] + reward[t])
+            self.open[1] = np.where(first[t], 0.0, self.open[1] + 1)
+            for b in np.flatnonzero(last[t]):
+                returns.append(float(self.open[0, b]))
+                lengths.append(int(self.open[1, b]))
+        played = epochs * self.steps * self.envs
+        self.actor.env_steps += played
+        return {"env_steps": played, "epochs": epochs, "returns": returns, "lengths": lengths,
+                "temperature": float(np.mean(temps))}
+
+    def state_dict(self) -> dict:
+        """The actor (its carry, env steps), the ring, the sampling key and the open episodes' books."""
+        return {"actor": self.actor.state_dict(), "ring": self.ring, "key": self.key, "open": self.open.copy()}
+
+    def template(self) -> dict:
+        return {"actor": self.actor.template(), "ring": self.ring, "key": self.key, "open": None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.actor.carry = jax.tree.map(jnp.copy, jax.device_put(self.actor.carry))
+        self.ring = jax.device_put(state["ring"])
+        self.key = state["key"]
+        self.open = np.asarray(state["open"], np.float64).reshape(2, self.envs).copy()

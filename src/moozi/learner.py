@@ -127,6 +127,7 @@ class Learner:
                                              training_chance_code(learner_config, spec, model.config.chance_outcomes))
         self.version = 0
         self._published = jax.device_get(self.state.params)
+        self.loop = None  # schedule.kind = device: the moozi.fused.DeviceLoop (acting and the ring), checkpointed here
         # Per stored trajectory: the params version it was played with (policy lag at sampling) and the
         # stamp of the reanalyze request that last handed it out (least recently reanalyzed first).
         self._traj_version: dict[int, int] = {}
@@ -343,10 +344,16 @@ class Learner:
 
     def state_dict(self) -> dict:
         """Train state (params, target params, optimiser), version and published params (replay is its own part)."""
-        return {"train_state": self.state, "version": self.version, "published": self._published}
+        out = {"train_state": self.state, "version": self.version, "published": self._published}
+        if self.loop is not None:  # the device schedule's acting and ring
+            out["loop"] = self.loop.state_dict()
+        return out
 
     def template(self) -> dict:
-        return {"train_state": self.state, "version": None, "published": None}
+        out = {"train_state": self.state, "version": None, "published": None}
+        if self.loop is not None:
+            out["loop"] = self.loop.template()
+        return out
 
     def books_state_dict(self) -> dict:
         """Per-trajectory bookkeeping (versions played with, reanalyze stamps): saved with replay."""
@@ -373,3 +380,5 @@ class Learner:
         self.version = int(data["version"])
         self._published = jax.tree_util.tree_map(np.asarray, data["published"])
         self.model.check_params(self._published)
+        if self.loop is not None:
+            self.loop.load_state_dict(data["loop"])

@@ -180,8 +180,10 @@ class ScheduleConfig:
     kind: ``"sync"`` (the thesis's epochs: act, store, train, publish, test, in
       turn; the replay ratio exact) or ``"async"`` (acting and learning run
       continuously, IMPALA-style; a rate limiter keeps the replay ratio and
-      ``max_policy_lag`` bounds how stale the acting parameters are). See
-      docs/distributed.md.
+      ``max_policy_lag`` bounds how stale the acting parameters are) or
+      ``"device"`` (JAX-native games: acting, a replay in device memory and
+      the updates fused into one compiled chunk per host call, in the learner;
+      :mod:`moozi.fused`). See docs/distributed.md.
     samples_per_env_step: replay ratio, trained samples (updates x batch size)
       per environment step; honoured exactly over the run (sync) or within
       ``ratio_slack`` (async). With reanalyze on, a reanalyzed position counts
@@ -196,12 +198,15 @@ class ScheduleConfig:
     max_policy_lag: async: a segment is started only with params at most this
       many versions old, and the learner does not publish a version that would
       make an acting segment in flight staler than this.
+    epochs_per_call: device: epochs (a segment acted, then the updates the
+      replay ratio owes for it) fused into one host call; publishing, tests
+      and checkpoints fall between calls.
     ratio_slack: async: how many samples the learner may run ahead of (or
       behind) ``samples_per_env_step`` x inserted steps before the faster side
       waits (None: one learner call plus one segment's worth).
     """
 
-    kind: Literal["sync", "async"] = "sync"
+    kind: Literal["sync", "async", "device"] = "sync"
     samples_per_env_step: float = 1.0
     batch_size: int = 128
     min_replay_steps: int = 1000
@@ -211,10 +216,11 @@ class ScheduleConfig:
     updates_per_call: int = 4
     max_policy_lag: int = 4
     ratio_slack: int | None = None
+    epochs_per_call: int = 1
 
     def __post_init__(self):
         o = "schedule"
-        _choice(o, "kind", self.kind, ("sync", "async"))
+        _choice(o, "kind", self.kind, ("sync", "async", "device"))
         _number_in(o, "samples_per_env_step", self.samples_per_env_step, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "batch_size", self.batch_size)
         _nonneg_int(o, "min_replay_steps", self.min_replay_steps)
@@ -226,6 +232,7 @@ class ScheduleConfig:
         _positive_int(o, "max_policy_lag", self.max_policy_lag)
         if self.ratio_slack is not None:
             _positive_int(o, "ratio_slack", self.ratio_slack)
+        _positive_int(o, "epochs_per_call", self.epochs_per_call)
 
 
 @dataclass(frozen=True)

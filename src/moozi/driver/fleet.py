@@ -46,7 +46,8 @@ class Slot:
 def plan_slots(config) -> list[Slot]:
     """The run's worker slots: W training workers (the first named ``actor``), the tester, the reanalyzers."""
     d = config.distributed
-    slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(d.train_workers)]
+    device = config.schedule.kind == "device"  # the device schedule acts in the learner
+    slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(0 if device else d.train_workers)]
     slots.append(Slot("tester", "test", 0))
     if config.reanalyze.fraction > 0:
         slots += [Slot(f"reanalyzer_{r}", "reanalyze", r) for r in range(d.reanalyze_workers)]

@@ -164,6 +164,18 @@ class LearnerClient:
         """Future of a training call that publishes after it (the async schedule's)."""
         return self.backend.call(self.handle, "train_and_publish", updates, batch_size, lr_scale)
 
+    def device_ready(self, min_steps: int) -> bool:
+        """The device schedule: the learner's ring can be trained on."""
+        return bool(self._blocking("device_ready", min_steps))
+
+    def device_act(self) -> dict | None:
+        """The device schedule: a segment acted into the ring, nothing learned; ``None`` if the learner died."""
+        return self._once("device_act")
+
+    def device_run(self, lr_scale: float) -> dict | None:
+        """The device schedule: one chunk of acting and learning; ``None`` if the learner died."""
+        return self._once("device_run", lr_scale)
+
     def save(self, updates: int, parts: dict, meta: dict, with_replay: bool) -> dict | None:
         """Write a checkpoint (``{"path", "metrics"}``); ``None`` if the learner died meanwhile."""
         return self._once("save", updates, parts, meta, with_replay)

@@ -26,6 +26,7 @@ from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.budget import Budget, announce, diverged_error, footprint, last_writes
 from moozi.driver.checks import check_run
 from moozi.driver.context import RunContext
+from moozi.driver.device_schedule import DeviceSchedule, check_device_schedule
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.learner_client import LEARNER, LearnerClient
@@ -73,6 +74,7 @@ class Trainer:
         self.spec, self.size = env.spec, footprint(config, env.spec, model)  # parameters and memory, said at start
         env.close()
         check_run(config, self.spec)
+        check_device_schedule(config, self.spec)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._closing = contextlib.ExitStack()  # what close() undoes, the newest first
         self._lock = RunLock(self.run_dir)  # one writer per run folder, before anything in it is written
@@ -243,7 +245,7 @@ class Trainer:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
             else:
-                sync = SyncSchedule(self.ctx)
+                sync = DeviceSchedule(self.ctx) if s.kind == "device" else SyncSchedule(self.ctx)
                 while not self._should_stop():
                     sync.epoch(row)
                     self._after_row(row)

@@ -34,11 +34,59 @@ class LearnerHost:
         seed = self.config.schedule.seed
         self.learner = Learner(model, self.spec, self.config.learner, self.config.targets, self.config.replay,
                                root_keys(seed)[0], replay_seed=stream_seed(seed, 0))
+        if self.config.schedule.kind == "device":
+            self._device_loop(model, seed)
         out = self.config.output
         self.checkpoints = RunCheckpoints(self.run_dir, self.learner, keep=out.keep_checkpoints,
                                           keep_every=out.keep_every_updates, replay_every=out.replay_every_checkpoints,
                                           load_best=self._load_best)
         self.busy_s = 0.0
+
+    def _device_loop(self, model, seed: int) -> None:
+        """``schedule.kind = device``: the training actor lives here, with the ring and the chunk (moozi.fused)."""
+        import functools
+
+        import jax
+
+        from moozi.fused import DeviceLoop
+        from moozi.learner import training_chance_code
+        from moozi.parts import build_parts
+        from moozi.update import update_from_windows
+        from moozi.workers import make_actor
+
+        env, _ = build_parts(self.config)
+        actor = make_actor(self.config, env, model, "train", root_keys(seed)[1], seed=seed)
+        c = self.config
+        learn = functools.partial(update_from_windows, model=model, config=c.learner, target_config=c.targets,
+                                  frame_scale=self.spec.observation_scale,
+                                  chance_code=training_chance_code(c.learner, self.spec, model.config.chance_outcomes))
+        self.learner.loop = DeviceLoop(actor, learn, c, jax.random.fold_in(root_keys(seed)[0], 1),
+                                       unroll=jax.default_backend() == "cpu", params=self.learner.state.params)
+
+    def device_ready(self, min_steps: int) -> bool:
+        """The device schedule: the ring holds ``min_steps`` sampleable positions (at least one)."""
+        return self.learner.loop.sampleable() >= max(min_steps, 1)
+
+    def device_act(self) -> dict:
+        """The device schedule, filling the ring: one segment acted with the newest params, nothing learned."""
+        t = time.perf_counter()
+        out = self.learner.loop.act(self.learner.acting_params())
+        self.busy_s += time.perf_counter() - t
+        return out
+
+    def device_run(self, lr_scale: float) -> dict:
+        """The device schedule: one chunk of epochs, acting with the newest params (moozi.fused.DeviceLoop.run)."""
+        from moozi.errors import NonFiniteError
+
+        t = time.perf_counter()
+        step = int(self.learner.state.step)
+        self.learner.state, out = self.learner.loop.run(self.learner.state, lr_scale)
+        slow_down(t, self.config.distributed.slowdown_learner)
+        self.busy_s += time.perf_counter() - t
+        if out["nonfinite"]:
+            raise NonFiniteError(f"non-finite loss or gradient in the chunk after update {step:,} ({out['nonfinite']} "
+                                 "of its epochs; those updates were skipped)", step + 1)
+        return out
 
     def _load_best(self) -> dict:
         from moozi.run_dir import open_run

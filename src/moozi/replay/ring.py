@@ -98,9 +98,10 @@ class Ring:
 def ring_init(example: Mapping[str, Array], rows: int) -> Ring:
     """An empty ring of ``rows`` columns per environment, shaped like ``example`` (:data:`RING_FIELDS`, each
     ``[T, B, ...]``: one segment as the actor returns it)."""
-    b = example["is_first"].shape[1]
-    steps = {k: jnp.zeros((b, rows, *jnp.shape(example[k])[2:]), jnp.asarray(example[k]).dtype) for k in RING_FIELDS}
-    return Ring(steps, jnp.zeros((b, rows), jnp.float32), jnp.int32(0), jnp.int32(0), jnp.float32(1.0))
+    b = example["is_first"].shape[1]  # arrays or shapes (jax.eval_shape's) alike
+    steps = {k: jnp.zeros((b, rows, *example[k].shape[2:]), example[k].dtype) for k in RING_FIELDS}
+    ring = Ring(steps, jnp.zeros((b, rows), jnp.float32), jnp.int32(0), jnp.int32(0), jnp.float32(1.0))
+    return jax.tree.map(jnp.copy, ring)  # a buffer of its own per field (equal constants may share one): donatable
 
 
 def ring_store(ring: Ring, segment: Mapping[str, Array]) -> Ring:

@@ -89,7 +89,7 @@ class DeviceActor:
         self.num_envs = num_envs
         self.num_steps = num_steps
         self.acting = acting
-        self._rollout = make_device_rollout(env, model, config, num_steps, opponent, simulator)
+        self.rollout = make_device_rollout(env, model, config, num_steps, opponent, simulator)  # the schedules' too
         self._reset_batch = jax.jit(functools.partial(reset_batch, env))
         self._reset_key, self._policy_key = jax.random.split(rng)
         self._start(self._reset_key, self._policy_key)
@@ -121,7 +121,7 @@ class DeviceActor:
         if self.params is None:
             raise RuntimeError("set_params() must be called before run()")
         temperature = schedule_temperature(self.acting, self.env_steps)
-        self.carry, samples = self._rollout(self.params, self.carry, jnp.float32(temperature))
+        self.carry, samples = self.rollout(self.params, self.carry, jnp.float32(temperature))
         samples = jax.device_get(samples)
         episodes = self.assembler.add(samples, self.version)
         self.env_steps += self.num_steps * self.num_envs
