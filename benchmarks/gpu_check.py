@@ -22,7 +22,10 @@ Two steps:
    (:func:`figures`), beside the raw ``train`` and ``bound`` records;
 4. ``device_throughput.py --preset breakout-gpu --fused`` (``fused``): acting, a device replay and learning
    fused into one compiled chunk, the candidate design of the device schedule, against its parts apart;
-5. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
+5. ``breakout-gpu`` trained with ``schedule.kind=device`` (``device_schedule``: the fused chunk as a training run,
+   ``schedule.epochs_per_call`` 8, 1 in the smoke) for ``--train-min`` minutes, reduced as in 3, beside
+   ``configs["breakout-gpu"]`` (the sync schedule);
+6. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
    beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
 ``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
@@ -219,6 +222,11 @@ def run(args) -> int:
         result["configs"][name] = {**figures(train, bound, batch), "train": train, "bound": bound}
         _save(out, result)
     result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
+    _save(out, result)
+    device = ["schedule.kind=device", f"schedule.epochs_per_call={1 if smoke else 8}"]
+    smoke_more = ["schedule.max_env_steps=160"] if smoke else []  # past the ring's filling (windows of 20 steps)
+    train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *device, *smoke_more])
+    result["device_schedule"] = {**figures(train, None, 8 if smoke else 1024), "overrides": device, "train": train}
     _save(out, result)
     if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
         train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])

@@ -50,6 +50,8 @@ def _smoke(tmp_path, *only: str) -> dict:
     fused = result["fused"]
     assert fused.get("error") is None, fused
     assert fused["fused_env_steps_per_s"] > 0 and fused["fused_updates_per_s"] > 0 and fused["fused_vs_parts"] > 0
+    schedule = result["device_schedule"]  # breakout-gpu trained by the device schedule
+    assert schedule["train"].get("error") is None and schedule["env_steps_per_s"] > 0, schedule["train"]
     assert result["device"] and result["cpu_smoke"] is True
     return result
 

@@ -11,8 +11,9 @@ Only what the host keeps books with leaves the device: each epoch's mean of ever
 steps' rewards and flags (episode returns and lengths, env steps). The chunk is the composition of the pieces,
 nothing more (``tests/test_fused.py`` checks it equals the pieces called one by one).
 
-XLA:CPU runs a training update inside a while loop 5-6x slower than alone (docs/results/gpu-prep), so on a CPU
-``unroll=True`` unrolls the chunk's loops; on a GPU a loop is the point.
+XLA:CPU runs a training update inside a while loop 5-6x slower than alone (docs/results/gpu-prep): on a CPU
+``unroll=True`` unrolls the chunk's loops (the benchmark's option), and :class:`DeviceLoop` runs the pieces one
+compiled call each instead (fastest there, and quick to compile); on a GPU the loop is the point.
 """
 
 from __future__ import annotations
@@ -61,31 +62,36 @@ def act_and_store(rollout: Callable, params, carry, ring: Ring, temperature, *, 
 
 
 def learn_from_ring(learn: Callable, state, ring: Ring, key, lr_scale, *, target_config: TargetConfig,
-                    replay_config: ReplayConfig, batch_size: int):
+                    replay_config: ReplayConfig, batch_size: int, symmetries: int = 0):
     """One update on a batch drawn from the ring by priority; the batch's positions re-prioritised:
-    ``(state, ring, metrics)``. ``learn``: ``(state, windows, positions, weights, lr_scale) -> (state, metrics,
-    priorities)`` (:func:`~moozi.update.update_from_windows` with its settings bound)."""
+    ``(state, ring, metrics)``. ``learn``: ``(state, windows, positions, weights, lr_scale[, symmetry]) ->
+    (state, metrics, priorities)`` (:func:`~moozi.update.update_from_windows` with its settings bound; with
+    ``symmetries`` > 0 each window is seen through a uniformly drawn one of that many board symmetries, as the
+    host buffer's samples are)."""
     history = target_config.history_length
     ahead = target_config.unroll_steps + target_config.td_steps
     alpha = 0.0 if replay_config.sampling == "uniform" else replay_config.alpha  # uniform: every weight 1
+    key, sym_key = jax.random.split(key)
     env_index, column, weights = ring_sample(ring, key, batch_size, history, ahead, alpha, replay_config.beta,
                                              replay_config.weight_normalization)
     windows = ring_sequences(ring, env_index, column, history, ahead)
+    extra = (jax.random.randint(sym_key, (batch_size,), 0, symmetries),) if symmetries else ()
     state, metrics, priorities = learn(state, windows, jnp.full((batch_size,), history, jnp.int32), weights,
-                                       lr_scale)
+                                       lr_scale, *extra)
     ring = ring_set_priorities(ring, env_index, column, priorities, replay_config.epsilon)
     return state, ring, metrics
 
 
 def make_chunk(rollout: Callable, learn: Callable, *, target_config: TargetConfig, replay_config: ReplayConfig,
-               batch_size: int, updates_per_epoch: int, epochs: int, unroll: bool = False):
+               batch_size: int, updates_per_epoch: int, epochs: int, unroll: bool = False, symmetries: int = 0):
     """Jitted ``(state, carry, ring, key, temperatures [E], lr_scale) -> (state, carry, ring, out)``: ``E =
     epochs`` epochs of one segment acted and ``updates_per_epoch`` updates; ``out["metrics"]``: each update
     metric's mean per epoch ``[E]``, ``out["steps"]``: the acted :data:`LEDGER_FIELDS` ``[E, T, B]``. The state,
-    carry and ring are donated. The ring must already hold a sampleable position."""
+    carry and ring are donated. The ring must already hold a sampleable position. ``symmetries``: as
+    :func:`learn_from_ring`."""
     act = functools.partial(act_and_store, rollout, target_config=target_config, replay_config=replay_config)
     one = functools.partial(learn_from_ring, learn, target_config=target_config, replay_config=replay_config,
-                            batch_size=batch_size)
+                            batch_size=batch_size, symmetries=symmetries)
 
     def epoch(lr_scale, c, xs):
         state, carry, ring = c
@@ -123,14 +129,18 @@ class DeviceLoop:
       learn: ``(state, windows, positions, weights, lr_scale) -> (state, metrics, priorities)``.
       config: the run's config (``targets``, ``replay``, ``schedule``, ``acting``).
       key: the key the chunks' sampling keys come from.
-      unroll: unroll the chunk's loops (on a CPU: XLA:CPU runs an update inside a while loop 5-6x slower).
+      fuse: run a call as one compiled chunk (a GPU's way); else (a CPU's) as its pieces, one compiled call
+        each, with the same keys and results (``tests/test_fused.py``): XLA:CPU runs an update inside a loop
+        5-6x slower, an unrolled chunk compiles for minutes, and the pieces apart ran fastest there
+        (docs/results/gpu-prep). Either way nothing but the books leaves the device.
       params: the network's parameters (their shapes size the ring).
+      symmetries: the board symmetries each sampled window is seen through (0: no augmentation).
 
     ``updates_per_epoch`` is ``samples_per_env_step x B x T / batch_size`` rounded (at least 1): the replay ratio
     the run keeps is that over ``B x T``; ``schedule.epochs_per_call`` epochs are one chunk.
     """
 
-    def __init__(self, actor, learn: Callable, config, key, unroll: bool, params):
+    def __init__(self, actor, learn: Callable, config, key, fuse: bool, params, symmetries: int = 0):
         from moozi.workers.actor import schedule_temperature
 
         self._temperature = functools.partial(schedule_temperature, config.acting)
@@ -145,8 +155,14 @@ class DeviceLoop:
         rows = ring_rows(config.replay.capacity, self.envs, self.steps, self.history + self.ahead + 1)
         self.ring = ring_init({k: getattr(shapes, k) for k in RING_FIELDS}, rows)
         self._act = jax.jit(functools.partial(act_and_store, actor.rollout, **kw), donate_argnums=(1, 2))
-        self._chunk = make_chunk(actor.rollout, learn, batch_size=s.batch_size, updates_per_epoch=self.updates_per_epoch,
-                                 epochs=self.epochs, unroll=unroll, **kw)
+        self.fuse = fuse
+        if fuse:
+            self._chunk = make_chunk(actor.rollout, learn, batch_size=s.batch_size,
+                                     updates_per_epoch=self.updates_per_epoch, epochs=self.epochs,
+                                     symmetries=symmetries, **kw)
+        else:
+            self._learn = jax.jit(functools.partial(learn_from_ring, learn, batch_size=s.batch_size,
+                                                    symmetries=symmetries, **kw), donate_argnums=(0, 1))
         self.key = key
         actor.carry = jax.tree.map(jnp.copy, actor.carry)  # a buffer per leaf (equal constants may share one): donated
         self.open = np.zeros((2, self.envs), np.float64)  # per environment: the return so far, the moves so far
@@ -169,14 +185,33 @@ class DeviceLoop:
         per_epoch = self.steps * self.envs
         temps = [self._temperature(self.actor.env_steps + e * per_epoch) for e in range(self.epochs)]
         self.key, key = jax.random.split(self.key)
-        state, self.actor.carry, self.ring, out = self._chunk(state, self.actor.carry, self.ring, key,
-                                                              jnp.asarray(temps, jnp.float32), jnp.float32(lr_scale))
+        if self.fuse:
+            state, self.actor.carry, self.ring, out = self._chunk(state, self.actor.carry, self.ring, key,
+                                                                  jnp.asarray(temps, jnp.float32),
+                                                                  jnp.float32(lr_scale))
+        else:
+            state, out = self._pieces(state, key, temps, jnp.float32(lr_scale))
         out = jax.device_get(out)
         books = self._books(out["steps"], self.epochs, temps)
         books["metrics"] = {k: float(np.mean(v)) for k, v in out["metrics"].items() if k != "train/step"}
         books["nonfinite"] = int(np.count_nonzero(out["metrics"]["train/nonfinite"]))
         books["updates"] = self.epochs * self.updates_per_epoch
         return state, books
+
+    def _pieces(self, state, key, temps, lr_scale):
+        """:meth:`run`'s chunk as its pieces, one compiled call each (the keys split as :func:`make_chunk`'s)."""
+        steps, metrics = [], []
+        for k, temperature in zip(jax.random.split(key, self.epochs), temps):
+            self.actor.carry, self.ring, acted = self._act(state.params, self.actor.carry, self.ring,
+                                                           jnp.float32(temperature))
+            steps.append(acted)
+            per = []
+            for ku in jax.random.split(k, self.updates_per_epoch):
+                state, self.ring, m = self._learn(state, self.ring, ku, lr_scale)
+                per.append(m)
+            metrics.append(jax.tree.map(lambda *v: jnp.mean(jnp.stack(v)), *per))
+        stack = lambda *v: jnp.stack(v)  # noqa: E731
+        return state, {"metrics": jax.tree.map(stack, *metrics), "steps": jax.tree.map(stack, *steps)}
 
     def _books(self, steps: dict, epochs: int, temps) -> dict:
         """What the host counts of ``epochs`` acted segments (:data:`LEDGER_FIELDS`, ``[E, T, B]`` or ``[T, B]``):

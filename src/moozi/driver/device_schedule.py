@@ -32,8 +32,6 @@ def check_device_schedule(config, spec) -> None:
         why.append("replay.sampling = rank: the ring samples uniform or proportional")
     if config.learner.devices > 1:
         why.append("learner.devices > 1: one device (learner.devices = 1)")
-    if config.learner.augment_symmetries:
-        why.append("learner.augment_symmetries: no symmetry augmentation yet (false)")
     if config.learner.ema_decay > 0:
         why.append("learner.ema_decay > 0: the chunk acts with the online params (ema_decay = 0)")
     if config.acting.play_best:

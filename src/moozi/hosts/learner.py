@@ -49,7 +49,8 @@ class LearnerHost:
         import jax
 
         from moozi.fused import DeviceLoop
-        from moozi.learner import training_chance_code
+        from moozi.envs.symmetry import augment_tables
+        from moozi.learner import training_chance_code, training_symmetries
         from moozi.parts import build_parts
         from moozi.update import update_from_windows
         from moozi.workers import make_actor
@@ -57,11 +58,14 @@ class LearnerHost:
         env, _ = build_parts(self.config)
         actor = make_actor(self.config, env, model, "train", root_keys(seed)[1], seed=seed)
         c = self.config
+        symmetries = training_symmetries(c.learner, self.spec)
         learn = functools.partial(update_from_windows, model=model, config=c.learner, target_config=c.targets,
                                   frame_scale=self.spec.observation_scale,
+                                  symmetry_tables=augment_tables(symmetries) if symmetries else None,
                                   chance_code=training_chance_code(c.learner, self.spec, model.config.chance_outcomes))
         self.learner.loop = DeviceLoop(actor, learn, c, jax.random.fold_in(root_keys(seed)[0], 1),
-                                       unroll=jax.default_backend() == "cpu", params=self.learner.state.params)
+                                       fuse=jax.default_backend() != "cpu", params=self.learner.state.params,
+                                       symmetries=len(symmetries))
 
     def device_ready(self, min_steps: int) -> bool:
         """The device schedule: the ring holds ``min_steps`` sampleable positions (at least one)."""
