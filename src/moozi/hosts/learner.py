@@ -48,8 +48,8 @@ class LearnerHost:
 
         import jax
 
-        from moozi.fused import DeviceLoop
         from moozi.envs.symmetry import augment_tables
+        from moozi.fused import DeviceLoop
         from moozi.learner import training_chance_code, training_symmetries
         from moozi.parts import build_parts
         from moozi.update import update_from_windows
