@@ -84,7 +84,9 @@ def ppo_seed(result: dict) -> dict:
     f = result["final"]
     return {"seed": result["seed"], "env_frames": result["env_frames"], "final_mean": f["mean"], "final_ci": f["ci"],
             "games": f["games"], "final_package": f["package"], "final_port": result["final_port"],
-            "curve": result["curve"], "wall_s": result["wall_s"], "status": "done"}
+            "curve_in": f"results-data/thesis-protocol__ppo-{result['game']}-{result['protocol_name']}-s{result['seed']}"
+                        ".tar.xz (result.json: its tests every 0.5M frames; kept out of here for the 20 KB cap)",
+            "wall_s": result["wall_s"], "status": "done"}
 
 
 def summarize(runs: Path) -> dict:
