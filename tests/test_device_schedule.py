@@ -50,6 +50,7 @@ def test_a_device_run_trains_keeps_its_ratio_and_resumes_exactly(tmp_path):
         assert trained and all(np.isfinite(r["loss/total"]) for r in trained)
         assert any("train/episode_return" in r for r in rows) and any("time/chunk_s" in r for r in rows)
         assert any("test/return_mean" in r for r in rows)
+        assert rows[-2]["replay/size_steps"] == 128 and rows[-2]["replay/num_positions"] > 0  # the ring's figures
         first = Trainer(_config(64), tmp_path / "b")
         try:
             first.run()

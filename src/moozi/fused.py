@@ -198,6 +198,22 @@ class DeviceLoop:
         books["updates"] = self.epochs * self.updates_per_epoch
         return state, books
 
+    def stats(self) -> dict[str, float]:
+        """The ring's figures under the host buffer's names (``replay/*``): steps held, sampleable positions, fill,
+        the sampleable positions' priorities and the largest priority set."""
+        ok = np.asarray((self.ring.priority > 0) & ring_sampleable(self.ring, self.history, self.ahead)[None, :])
+        prio = np.asarray(self.ring.priority)[ok]
+        rows = self.ring.priority.shape[1]
+        has = prio.size > 0
+        return {"replay/size_steps": float(int(self.ring.filled) * self.envs),
+                "replay/num_positions": float(prio.size),
+                "replay/fill_fraction": int(self.ring.filled) / rows,
+                "replay/total_steps_added": float(self.actor.env_steps),
+                "replay/priority_min": float(prio.min()) if has else 0.0,
+                "replay/priority_mean": float(prio.mean()) if has else 0.0,
+                "replay/priority_max": float(prio.max()) if has else 0.0,
+                "replay/max_priority_seen": float(self.ring.max_priority)}
+
     def _pieces(self, state, key, temps, lr_scale):
         """:meth:`run`'s chunk as its pieces, one compiled call each (the keys split as :func:`make_chunk`'s)."""
         steps, metrics = [], []

@@ -140,7 +140,8 @@ class LearnerHost:
         return {"version": self.learner.version, "params": self.learner.target_params(), "target": True}
 
     def stats(self) -> dict:
-        out = self.learner.replay.stats()
+        loop = self.learner.loop  # the device schedule: the ring is the replay
+        out = loop.stats() if loop is not None else self.learner.replay.stats()
         out["learner/busy_s"] = self.busy_s
         return out
 
