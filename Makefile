@@ -32,7 +32,7 @@ lint: $(STAMP)
 # 743 there on 2026-12-01, 14.9-15.4 with --dist loadscope: a module's tests share one worker, so its module-scoped fixtures
 # are built once). test-all adds the extended tier (8.6 min more).
 test: lint
-	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q -m "not extended"
+	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q -m "not extended" --durations=25
 
 test-all: lint
 	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q

@@ -29,8 +29,8 @@ Two steps:
    beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
 ``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
-runs it for ``breakout-gpu`` and the fused row (``--only breakout-gpu``), the extended tier for every
-configuration (``tests/test_gpu_check.py``).
+runs it for ``breakout-gpu`` and the device schedule (``--only breakout-gpu,device_schedule``), the extended tier
+for every step (``tests/test_gpu_check.py``).
 
     python benchmarks/gpu_check.py wheels && python benchmarks/gpu_check.py command
     python benchmarks/gpu_check.py run --out /tmp/gpu --cpu-smoke    # on a CPU: the script works
@@ -114,6 +114,8 @@ SMOKE = ["env.num_envs=4", "env.num_workers=1", "env.kwargs.max_episode_steps=12
          "planner.num_simulations=2", "test_planner.num_simulations=2", "reanalyze_planner.num_simulations=2",
          "model.channels=4", "model.repr_blocks=1", "model.dyn_blocks=1", "model.head_hidden=8", "replay.capacity=2000"]
 """``--cpu-smoke``: every configuration at tiny sizes, by an env-step budget (the same code paths, on a CPU)."""
+STEPS = (*CONFIGS, "fused", "device_schedule")
+"""What ``--only`` may name: a configuration's rows, the fused chunk's, the device schedule's run."""
 
 
 def _run_json(cmd: list[str]) -> tuple[dict | None, float, str]:
@@ -212,7 +214,7 @@ def run(args) -> int:
         result["throughput"] = [_throughput(b, smoke) for b in (64, 1024, 4096)]
         _save(out, result)
     minutes = 5.0 if smoke else args.train_min  # smoke: the env-step budget ends it
-    for name in args.only or CONFIGS:
+    for name in [c for c in CONFIGS if not args.only or c in args.only]:
         config = config_from_dict(load_preset(name))
         overrides = SMOKE if smoke else []
         batch = 8 if smoke else config.schedule.batch_size
@@ -221,13 +223,15 @@ def run(args) -> int:
         train = _train(name, minutes, overrides)
         result["configs"][name] = {**figures(train, bound, batch), "train": train, "bound": bound}
         _save(out, result)
-    result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
-    _save(out, result)
+    if not args.only or "fused" in args.only:
+        result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
+        _save(out, result)
     device = ["schedule.kind=device", f"schedule.epochs_per_call={1 if smoke else 8}"]
-    smoke_more = ["schedule.max_env_steps=160"] if smoke else []  # past the ring's filling (windows of 20 steps)
-    train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *device, *smoke_more])
-    result["device_schedule"] = {**figures(train, None, 8 if smoke else 1024), "overrides": device, "train": train}
-    _save(out, result)
+    if not args.only or "device_schedule" in args.only:
+        smoke_more = ["schedule.max_env_steps=160"] if smoke else []  # past the ring's filling (windows of 20 steps)
+        train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *device, *smoke_more])
+        result["device_schedule"] = {**figures(train, None, 8 if smoke else 1024), "overrides": device, "train": train}
+        _save(out, result)
     if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
         train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])
         result["e2e"] = {"preset": "breakout-gpu", "minutes": args.e2e_min, **train, "curve": train.pop("curve", [])}
@@ -253,11 +257,11 @@ def main() -> int:
     r.add_argument("--cpu-smoke", "--quick", dest="cpu_smoke", action="store_true",
                    help="tiny sizes by an env-step budget: check the script on a CPU (CI runs it)")
     r.add_argument("--only", type=lambda v: [c for c in v.split(",") if c], default=None, metavar="NAME[,NAME]",
-                   help=f"time only these configurations (of {', '.join(CONFIGS)}); the fused row always runs")
+                   help=f"run only these steps (of {', '.join(STEPS)}; default: all)")
     args = p.parse_args()
-    unknown = sorted(set(getattr(args, "only", None) or ()) - set(CONFIGS))
+    unknown = sorted(set(getattr(args, "only", None) or ()) - set(STEPS))
     if unknown:
-        p.error(f"--only: {', '.join(unknown)} is not a configuration of the check; choose from {', '.join(CONFIGS)}")
+        p.error(f"--only: {', '.join(unknown)} is not a step of the check; choose from {', '.join(STEPS)}")
     return {"wheels": wheels, "command": command, "run": run}[args.what](args)
 
 

@@ -1,6 +1,7 @@
 """What a tiny run does, pinned before the driver is carved into parts (issue 46): the (component, method)
 calls the schedules make through the backend, the counters, the metric keys, the run directory's files and
-the final parameters. Sync and async, 2 training workers, reanalyze on, a test every epoch, keep_best on.
+the final parameters. Sync and async, 2 training workers, reanalyze on, a test every epoch, keep_best on; the
+device schedule (acting in the learner, no reanalyze) likewise.
 
 The expected values live in tests/data/characterization.json. A refactor that adds no behaviour leaves
 them as they are; a change that means to alter the schedules regenerates them on purpose with
@@ -33,6 +34,10 @@ OVERRIDES = [o for o in TINY if not o.startswith(("schedule.max_env_steps", "env
     "reanalyze.fraction=0.5", "reanalyze.envs=2", "reanalyze.positions_per_call=16", "testing.every=1",
     "testing.keep_best=true", "output.checkpoint_every_minutes=1000", "output.log_every_epochs=1"]
 
+# The device schedule acts in the learner (no training workers) and has no reanalyze; short windows, so its ring
+# trains from the third epoch.
+DEVICE = ["reanalyze.fraction=0", "targets.td_steps=3", "targets.unroll_steps=2"]
+
 
 class RecordingBackend(LocalBackend):
     """The local backend, noting each (component, method) call in order."""
@@ -56,7 +61,8 @@ def _files(run: Path) -> list[str]:
 
 
 def _observe(kind: str, tmp_path: Path) -> dict:
-    config = config_from_dict(apply_overrides(load_preset("cartpole"), OVERRIDES + [f"schedule.kind={kind}"]))
+    extra = DEVICE if kind == "device" else []
+    config = config_from_dict(apply_overrides(load_preset("cartpole"), OVERRIDES + [f"schedule.kind={kind}", *extra]))
     backend = RecordingBackend()
     trainer = Trainer(config, tmp_path / "run", backend=backend)
     try:
@@ -70,7 +76,7 @@ def _observe(kind: str, tmp_path: Path) -> dict:
             "metric_keys": keys, "files": _files(tmp_path / "run"), "param_checksum": checksum}
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["sync", "async", "device"])
 def test_a_tiny_run_does_what_it_did(kind, tmp_path):
     seen = _observe(kind, tmp_path)
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}

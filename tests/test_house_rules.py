@@ -91,7 +91,8 @@ def test_the_schedules_catch_no_death():
     """A worker's or the learner's death is sorted out in one place (RunContext.collect, over a Pending record);
     the schedules hold no ``except WorkerDied`` (issue 90)."""
     found = [p.name for p in (SRC / "driver").glob("*_schedule.py") if "except WorkerDied" in p.read_text()]
-    assert sorted(p.name for p in (SRC / "driver").glob("*_schedule.py")) == ["async_schedule.py", "sync_schedule.py"]
+    assert sorted(p.name for p in (SRC / "driver").glob("*_schedule.py")) == ["async_schedule.py", "device_schedule.py",
+                                                                              "sync_schedule.py"]
     assert not found, found
 
 

@@ -38,7 +38,8 @@ STOCHASTIC = ("model.chance_outcomes=4", "planner.kind=puct", "test_planner.kind
 
 
 @pytest.mark.parametrize("kind,half,extra", [("sync", 64, ()), ("async", 128, ()),  # async trains from its 2nd segment on
-                                             ("sync", 64, STOCHASTIC)], ids=["sync", "async", "sync-stochastic"])
+                                             pytest.param("sync", 64, STOCHASTIC, marks=pytest.mark.extended)],
+                         ids=["sync", "async", "sync-stochastic"])  # CI: sync and async (the stochastic one took 69 s)
 def test_resume_continues_exactly(tmp_path, kind, half, extra):
     """Training 2 * half steps straight equals training half, stopping, resuming, training half more (the
     async schedule too: its epochs count on from the checkpoint, so tests and metrics rows keep their cadence;

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.config import ReplayConfig, TargetConfig
+from moozi.config import ConfigError, ReplayConfig, TargetConfig
 from moozi.replay.ring import (
     RING_FIELDS,
     Ring,
@@ -40,6 +40,31 @@ from moozi.replay.ring import (
 
 LEDGER_FIELDS = ("reward", "is_first", "is_last", "is_terminal")
 """The acted step fields a chunk returns (``[E, T, B]``) so the host can count episodes and their returns."""
+
+
+def check_device_schedule(config, spec) -> None:
+    """Refuse what the device schedule cannot run (a ConfigError naming the field and what to change)."""
+    if not config.schedule.acts_in_learner:
+        return
+    why = []
+    if spec.path != "device":
+        why.append(f"{config.env.name} is stepped on the host; the device schedule acts in one compiled program "
+                   "(JAX-native games: gymnax:, pgx:)")
+    if config.distributed.backend != "local":
+        why.append("distributed.backend = ray: the device schedule runs in one process (distributed.backend = local)")
+    if config.reanalyze.fraction > 0:
+        why.append("reanalyze.fraction > 0: the ring is not reanalyzed yet (reanalyze.fraction = 0)")
+    if config.replay.sampling == "rank":
+        why.append("replay.sampling = rank: the ring samples uniform or proportional")
+    if config.learner.devices > 1:
+        why.append("learner.devices > 1: one device (learner.devices = 1)")
+    if config.learner.ema_decay > 0:
+        why.append("learner.ema_decay > 0: the chunk acts with the online params (ema_decay = 0)")
+    if config.acting.play_best:
+        why.append("acting.play_best: the chunk acts with the newest params (play_best = false)")
+    if why:
+        raise ConfigError("schedule.kind = device cannot run this config: " + "; ".join(why) +
+                          ". Use schedule.kind = sync, or change those settings")
 
 
 def ring_rows(capacity: int, num_envs: int, steps: int, window: int) -> int:

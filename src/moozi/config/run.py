@@ -234,6 +234,11 @@ class ScheduleConfig:
             _positive_int(o, "ratio_slack", self.ratio_slack)
         _positive_int(o, "epochs_per_call", self.epochs_per_call)
 
+    @property
+    def acts_in_learner(self) -> bool:
+        """The device schedule: the learner acts, keeps the replay and learns (no training workers)."""
+        return self.kind == "device"
+
 
 @dataclass(frozen=True)
 class DistributedConfig:

@@ -213,7 +213,7 @@ def announce(config, minutes: float | None, backend: str, run_dir, size: dict) -
         log.warning("learner.lr_decay_over = budget, but the run has no budget (no --minutes and no "
                     "schedule.max_env_steps): the learning rate stays at its peak")
     acting = (f"acting in the learner, {s.epochs_per_call} epoch{'s' if s.epochs_per_call > 1 else ''} per call"
-              if s.kind == "device" else f"{config.distributed.train_workers} training workers")
+              if s.acts_in_learner else f"{config.distributed.train_workers} training workers")
     log.info("training %s %s (%s schedule, %s backend, %s)", config.env.name,
              "without a time limit" if minutes is None else f"for {minutes:g} minutes", s.kind, backend, acting)
     log.info("on %s", machine_line(record_machine(run_dir)))

@@ -6,39 +6,13 @@ A call is ``schedule.epochs_per_call`` epochs, each a segment of the training ac
 environments written to the ring, then the updates the replay ratio owes for it (``samples_per_env_step x B x T
 / batch_size``, rounded). Until the ring holds ``schedule.min_replay_steps`` sampleable positions a call only
 acts. The tester plays the published params as in the other schedules; the params are published after every
-call. Reanalyze, the Ray backend and the options listed in :func:`check_device_schedule` are refused."""
+call. Reanalyze, the Ray backend and the options listed in :func:`moozi.fused.check_device_schedule` are refused."""
 
 from __future__ import annotations
 
 import time
 
-from moozi.config import ConfigError
 from moozi.driver.rows import Gathered
-
-
-def check_device_schedule(config, spec) -> None:
-    """Refuse what the device schedule cannot run (a ConfigError naming the field and what to change)."""
-    if config.schedule.kind != "device":
-        return
-    why = []
-    if spec.path != "device":
-        why.append(f"{config.env.name} is stepped on the host; the device schedule acts in one compiled program "
-                   "(JAX-native games: gymnax:, pgx:)")
-    if config.distributed.backend != "local":
-        why.append("distributed.backend = ray: the device schedule runs in one process (distributed.backend = local)")
-    if config.reanalyze.fraction > 0:
-        why.append("reanalyze.fraction > 0: the ring is not reanalyzed yet (reanalyze.fraction = 0)")
-    if config.replay.sampling == "rank":
-        why.append("replay.sampling = rank: the ring samples uniform or proportional")
-    if config.learner.devices > 1:
-        why.append("learner.devices > 1: one device (learner.devices = 1)")
-    if config.learner.ema_decay > 0:
-        why.append("learner.ema_decay > 0: the chunk acts with the online params (ema_decay = 0)")
-    if config.acting.play_best:
-        why.append("acting.play_best: the chunk acts with the newest params (play_best = false)")
-    if why:
-        raise ConfigError("schedule.kind = device cannot run this config: " + "; ".join(why) +
-                          ". Use schedule.kind = sync, or change those settings")
 
 
 class DeviceSchedule:

@@ -46,8 +46,8 @@ class Slot:
 def plan_slots(config) -> list[Slot]:
     """The run's worker slots: W training workers (the first named ``actor``), the tester, the reanalyzers."""
     d = config.distributed
-    device = config.schedule.kind == "device"  # the device schedule acts in the learner
-    slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(0 if device else d.train_workers)]
+    workers = 0 if config.schedule.acts_in_learner else d.train_workers  # the device schedule: none
+    slots = [Slot("actor" if w == 0 else f"actor_{w}", "train", w) for w in range(workers)]
     slots.append(Slot("tester", "test", 0))
     if config.reanalyze.fraction > 0:
         slots += [Slot(f"reanalyzer_{r}", "reanalyze", r) for r in range(d.reanalyze_workers)]

@@ -26,7 +26,7 @@ from moozi.driver.backend import LocalBackend, Resources
 from moozi.driver.budget import Budget, announce, diverged_error, footprint, last_writes
 from moozi.driver.checks import check_run
 from moozi.driver.context import RunContext
-from moozi.driver.device_schedule import DeviceSchedule, check_device_schedule
+from moozi.driver.device_schedule import DeviceSchedule
 from moozi.driver.fleet import Fleet, plan_slots
 from moozi.driver.hooks import CheckpointHooks
 from moozi.driver.learner_client import LEARNER, LearnerClient
@@ -36,6 +36,7 @@ from moozi.driver.rows import Gathered, RowWriter
 from moozi.driver.sync_schedule import SyncSchedule
 from moozi.driver.testing import TestKeeper
 from moozi.errors import NonFiniteError
+from moozi.fused import check_device_schedule
 from moozi.hosts.common import versions
 from moozi.hosts.learner import LearnerHost
 from moozi.observe.health import HealthWatch
@@ -245,7 +246,7 @@ class Trainer:
             if s.kind == "async":
                 AsyncSchedule(self.ctx).run(self._should_stop, self._after_row, row)
             else:
-                sync = DeviceSchedule(self.ctx) if s.kind == "device" else SyncSchedule(self.ctx)
+                sync = DeviceSchedule(self.ctx) if s.acts_in_learner else SyncSchedule(self.ctx)
                 while not self._should_stop():
                     sync.epoch(row)
                     self._after_row(row)

@@ -34,7 +34,7 @@ class LearnerHost:
         seed = self.config.schedule.seed
         self.learner = Learner(model, self.spec, self.config.learner, self.config.targets, self.config.replay,
                                root_keys(seed)[0], replay_seed=stream_seed(seed, 0))
-        if self.config.schedule.kind == "device":
+        if self.config.schedule.acts_in_learner:
             self._device_loop(model, seed)
         out = self.config.output
         self.checkpoints = RunCheckpoints(self.run_dir, self.learner, keep=out.keep_checkpoints,
