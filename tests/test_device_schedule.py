@@ -51,6 +51,11 @@ def test_a_device_run_trains_keeps_its_ratio_and_resumes_exactly(tmp_path):
         assert any("train/episode_return" in r for r in rows) and any("time/chunk_s" in r for r in rows)
         assert any("test/return_mean" in r for r in rows)
         assert rows[-2]["replay/size_steps"] == 128 and rows[-2]["replay/num_positions"] > 0  # the ring's figures
+        from moozi.run_dir import open_run
+
+        opened = open_run(tmp_path / "a")  # what eval, watch, play and export read: the learner part with its ring
+        for x, y in zip(_leaves(opened.params), _leaves(straight.learner.publish()[1])):
+            np.testing.assert_array_equal(x, y)
         first = Trainer(_config(64), tmp_path / "b")
         try:
             first.run()
