@@ -200,7 +200,8 @@ class ScheduleConfig:
       make an acting segment in flight staler than this.
     epochs_per_call: device: epochs (a segment acted, then the updates the
       replay ratio owes for it) fused into one host call; publishing, tests
-      and checkpoints fall between calls.
+      and checkpoints fall between calls, and a run may pass
+      ``max_env_steps`` by up to ``epochs_per_call - 1`` epochs.
     ratio_slack: async: how many samples the learner may run ahead of (or
       behind) ``samples_per_env_step`` x inserted steps before the faster side
       waits (None: one learner call plus one segment's worth).
