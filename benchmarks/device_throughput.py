@@ -263,7 +263,7 @@ def fused(args) -> dict:
     from moozi.fused import act_and_store, learn_from_ring, make_chunk, ring_rows
     from moozi.learner import training_chance_code
     from moozi.parts import build_parts
-    from moozi.replay.ring import RING_FIELDS, ring_init, ring_sampleable
+    from moozi.replay.ring import RING_FIELDS, ring_init, ring_ready
     from moozi.update import update_from_windows
     from moozi.workers.device_actor import make_device_rollout
 
@@ -293,7 +293,7 @@ def fused(args) -> dict:
     ring = ring_init({k: getattr(probe, k) for k in RING_FIELDS}, rows)
     act = jax.jit(functools.partial(act_and_store, rollout, **kw))
     carry = actor.carry
-    while not bool(jnp.any((ring.priority > 0) & ring_sampleable(ring, L, ahead)[None, :])):  # one whole sequence
+    while not bool(jnp.any(ring_ready(ring, L, ahead))):  # one whole sequence
         carry, ring, _ = act(state.params, carry, ring, jnp.float32(1.0))
     keys = iter(jax.random.split(jax.random.key(4), 1000))
     temps = jnp.ones((args.epochs,), jnp.float32)

@@ -63,3 +63,16 @@ def _bench(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def leaves(tree) -> list:
+    """A tree's leaves as numpy arrays (PRNG keys as their key data), for exact comparisons."""
+    import jax
+    import numpy as np
+
+    def data(x):
+        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return np.asarray(jax.random.key_data(x))
+        return np.asarray(x)
+
+    return [data(x) for x in jax.tree_util.tree_leaves(tree)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import jax
 import numpy as np
 import pytest
 
@@ -13,6 +12,7 @@ from moozi.config import ConfigError, apply_overrides, config_from_dict
 from moozi.driver import Trainer
 from moozi.presets import load_preset
 from tests.helpers import TINY
+from tests.helpers import leaves as _leaves
 
 # Short windows (1 + 2 + 3 + 1 steps), so the ring is ready after two 4-step segments; 16 steps an epoch at a
 # ratio of 1 over batches of 8: 2 updates an epoch.
@@ -25,14 +25,6 @@ def _config(max_env_steps: int, preset: str = "cartpole", *extra):
     return config_from_dict(apply_overrides(load_preset(preset), [*overrides, *DEVICE,
                                                                   f"schedule.max_env_steps={max_env_steps}", *extra]))
 
-
-def _leaves(tree):
-    def data(x):
-        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            return np.asarray(jax.random.key_data(x))
-        return np.asarray(x)
-
-    return [data(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
 def test_a_device_run_trains_keeps_its_ratio_and_resumes_exactly(tmp_path):

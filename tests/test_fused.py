@@ -16,7 +16,7 @@ from moozi.fused import LEDGER_FIELDS, act_and_store, learn_from_ring, make_chun
 from moozi.learner import training_chance_code
 from moozi.parts import build_parts
 from moozi.presets import load_preset
-from moozi.replay.ring import RING_FIELDS, ring_init, ring_sampleable
+from moozi.replay.ring import RING_FIELDS, ring_init, ring_ready
 from moozi.update import init_train_state, update_from_windows
 from moozi.workers.device_actor import DeviceActor, make_device_rollout
 from moozi.workers.policy import PolicyConfig
@@ -47,7 +47,7 @@ def parts():
     act = jax.jit(functools.partial(act_and_store, rollout, **kw))
     carry = actor.carry
     ahead = tc.unroll_steps + tc.td_steps
-    while not bool(jnp.any((ring.priority > 0) & ring_sampleable(ring, tc.history_length, ahead)[None, :])):
+    while not bool(jnp.any(ring_ready(ring, tc.history_length, ahead))):
         carry, ring, _ = act(state.params, carry, ring, jnp.float32(1.0))
     return dict(config=config, rollout=rollout, learn=learn, state=state, carry=carry, ring=ring, act=act, kw=kw,
                 T=T, B=B)

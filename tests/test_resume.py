@@ -15,6 +15,7 @@ from moozi.config import apply_overrides, config_from_dict
 from moozi.driver import Trainer
 from moozi.presets import load_preset
 from tests.helpers import TINY
+from tests.helpers import leaves as _leaves
 
 
 def _config(max_env_steps, *extra):
@@ -24,14 +25,6 @@ def _config(max_env_steps, *extra):
     return config_from_dict(apply_overrides(load_preset("cartpole"), overrides + [f"schedule.max_env_steps={max_env_steps}",
                                                                                    *extra]))
 
-
-def _leaves(tree):
-    def data(x):
-        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            return np.asarray(jax.random.key_data(x))
-        return np.asarray(x)
-
-    return [data(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
 STOCHASTIC = ("model.chance_outcomes=4", "planner.kind=puct", "test_planner.kind=puct")

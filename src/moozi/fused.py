@@ -31,8 +31,8 @@ from moozi.replay.ring import (
     Ring,
     ring_init,
     ring_mature,
+    ring_ready,
     ring_sample,
-    ring_sampleable,
     ring_sequences,
     ring_set_priorities,
     ring_store,
@@ -194,8 +194,7 @@ class DeviceLoop:
 
     def sampleable(self) -> int:
         """Positions the ring can be sampled at now (prioritised, their sequence whole)."""
-        ok = (self.ring.priority > 0) & ring_sampleable(self.ring, self.history, self.ahead)[None, :]
-        return int(jnp.sum(ok))
+        return int(jnp.sum(ring_ready(self.ring, self.history, self.ahead)))
 
     def act(self, params) -> dict:
         """One segment acted with ``params`` and stored, nothing learned (filling the ring): its books
@@ -226,7 +225,7 @@ class DeviceLoop:
     def stats(self) -> dict[str, float]:
         """The ring's figures under the host buffer's names (``replay/*``): steps held, sampleable positions, fill,
         the sampleable positions' priorities and the largest priority set."""
-        ok = np.asarray((self.ring.priority > 0) & ring_sampleable(self.ring, self.history, self.ahead)[None, :])
+        ok = np.asarray(ring_ready(self.ring, self.history, self.ahead))
         prio = np.asarray(self.ring.priority)[ok]
         rows = self.ring.priority.shape[1]
         has = prio.size > 0

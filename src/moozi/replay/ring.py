@@ -133,6 +133,11 @@ def ring_sampleable(ring: Ring, history_length: int, ahead: int) -> Array:
     return (off >= history_length) & (off + ahead < ring.filled)
 
 
+def ring_ready(ring: Ring, history_length: int, ahead: int) -> Array:
+    """``[B, R]`` bool: the positions a batch may be drawn from (prioritised, their sequence whole in the row)."""
+    return (ring.priority > 0) & ring_sampleable(ring, history_length, ahead)[None, :]
+
+
 def ring_sequences(ring: Ring, env_index: Array, column: Array, history_length: int, ahead: int) -> Trajectory:
     """The replay windows (:func:`ring_window`) of positions ``(env_index [n], column [n])``: ``[n, W, ...]``."""
     rows = ring.priority.shape[1]
@@ -174,7 +179,7 @@ def ring_sample(ring: Ring, key, n: int, history_length: int, ahead: int, alpha:
     Returns ``(env_index [n], column [n], weights [n])``. A position of priority 0 is never drawn; the ring must
     hold at least one sampleable position."""
     b, rows = ring.priority.shape
-    ok = (ring.priority > 0) & ring_sampleable(ring, history_length, ahead)[None, :]
+    ok = ring_ready(ring, history_length, ahead)
     mass = jnp.where(ok, ring.priority, 0.0).reshape(-1) ** alpha
     mass = jnp.where(ok.reshape(-1), mass, 0.0)
     cdf = jnp.cumsum(mass)
