@@ -205,7 +205,8 @@ def test_grading_keeps_best_and_self_play_uses_it(tmp_path, capsys):
     # end in epoch 3 of 5, so updates follow; a checkpoint (and a grade) after nearly every epoch.
     overrides = TINY + ["schedule.max_env_steps=80", "output.checkpoint_every_minutes=0.0001",
                         "grading.every_checkpoints=1", "grading.per_category=2", "grading.keep_best=true",
-                        "grading.max_share=0.9", "acting.play_best=true"]
+                        "grading.max_share=0.9", "acting.play_best=true",
+                        "model.channels=8", "model.repr_blocks=1", "model.dyn_blocks=1"]  # the subject is grading
     config = config_from_dict(apply_overrides(load_preset("connect4"), overrides))
     trainer = Trainer(config, tmp_path / "c4")
     try:
