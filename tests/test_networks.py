@@ -170,3 +170,55 @@ def test_downsampling_is_validated():
         ModelConfig(downsample="pool")
     with pytest.raises(ValueError, match=r"model.downsample = 'atari' is invalid: allowed none with model.kind = mlp"):
         ModelConfig(kind="mlp", downsample="atari")
+
+
+@pytest.mark.parametrize("kind", ["resnet", "mlp"])
+def test_bfloat16_compute_keeps_the_parameters_and_what_leaves_the_model(kind):
+    """``model.compute_dtype = bfloat16``: the same parameter tree in float32 (checkpoints load either way), the
+    layers multiply in bfloat16 (the outputs differ from float32's by bfloat16's rounding, 8 bits of mantissa), and
+    everything that leaves the model is float32, gradients included; Stochastic MuZero's parts too."""
+    import dataclasses
+
+    from moozi.model.core import _ResBlock
+
+    cfg, shape = CASES[kind]
+    models = {dt: build_model(dataclasses.replace(cfg, compute_dtype=dt), shape, A) for dt in ("float32", "bfloat16")}
+    params = models["float32"].init(jax.random.key(0))
+    other = models["bfloat16"].init(jax.random.key(0))
+    assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(other)
+    assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(other))
+    obs = jax.random.uniform(jax.random.key(1), (3, *shape))
+
+    def outputs(model, p):
+        out = model.initial_inference(p, obs)
+        nxt = model.recurrent_inference(p, out.hidden, jnp.array([0, 1, 3]))
+        return out, nxt, model.projection(p, nxt.hidden)
+
+    full, half = (jax.jit(outputs, static_argnums=0)(models[dt], params) for dt in ("float32", "bfloat16"))
+    for a, b in zip(jax.tree_util.tree_leaves(full), jax.tree_util.tree_leaves(half)):
+        assert b.dtype == jnp.float32
+        np.testing.assert_allclose(b, a, atol=0.05)  # hidden states in [0, 1]; fresh heads near 0
+    assert any(not np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(full), jax.tree_util.tree_leaves(half)))
+
+    def value_sum(p):
+        return jnp.sum(outputs(models["bfloat16"], p)[1].hidden)
+
+    grads = jax.jit(jax.grad(value_sum))(params)
+    assert all(g.dtype == jnp.float32 and np.isfinite(g).all() for g in jax.tree_util.tree_leaves(grads))
+    if kind == "resnet":  # the layers really multiply in bfloat16
+        x = jnp.ones((1, 3, 3, 4))
+        block = _ResBlock(4, "bfloat16")
+        jaxpr = str(jax.make_jaxpr(block.apply)(block.init(jax.random.key(0), x), x))
+        assert "conv_general_dilated" in jaxpr and "bf16" in jaxpr
+    chance = build_model(dataclasses.replace(cfg, compute_dtype="bfloat16", chance_outcomes=4), shape, A)
+    p = chance.init(jax.random.key(0))
+    after = chance.afterstate_inference(p, chance.represent(p, obs), jnp.array([0, 1, 3]))
+    code = jax.nn.one_hot(jnp.array([0, 1, 2]), 4)
+    leaves = [after.afterstate, after.chance_logits, chance.chance_inference(p, after.afterstate, code).hidden,
+              chance.encode(p, obs, obs)]
+    assert all(x.dtype == jnp.float32 for x in leaves)
+
+
+def test_compute_dtype_is_validated():
+    with pytest.raises(ValueError, match=r"model.compute_dtype = 'float16' is invalid"):
+        ModelConfig(compute_dtype="float16")

@@ -62,6 +62,11 @@ class ModelConfig:
       (MuZero's Atari stem: two stride-2 convolutions and two stride-2
       poolings with residual blocks, H x W -> ceil(H/16) x ceil(W/16), 84 x 84
       -> 6 x 6), so dynamics, prediction and the heads run on 36 cells.
+    compute_dtype: the dtype the convolutions and dense layers multiply in:
+      ``"float32"`` or ``"bfloat16"`` (mixed precision for GPUs and TPUs:
+      parameters, optimizer state, LayerNorm statistics, the residual stream
+      and everything that leaves the model stay float32; docs/gpu.md says
+      what it was measured to cost and gain). Checkpoints do not change.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
@@ -82,10 +87,12 @@ class ModelConfig:
     chance_outcomes: int = 0
     chance_blocks: int = 1
     downsample: Literal["none", "atari"] = "none"
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
 
     def __post_init__(self):
         o = "model"
         _choice(o, "downsample", self.downsample, ("none", "atari"))
+        _choice(o, "compute_dtype", self.compute_dtype, ("float32", "bfloat16"))
         if self.downsample != "none" and self.kind != "resnet":
             _fail(o, "downsample", self.downsample, "none with model.kind = mlp (the stem is convolutions)")
         _nonneg_int(o, "chance_outcomes", self.chance_outcomes)

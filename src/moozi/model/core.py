@@ -50,12 +50,13 @@ def normalize_hidden(hidden):
 
 class _ResBlock(nn.Module):
     channels: int
+    dtype: str = "float32"  # the convolutions' compute dtype (``model.compute_dtype``); parameters stay float32
 
     @nn.compact
     def __call__(self, x):
-        y = nn.Conv(self.channels, (3, 3))(x)
+        y = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(x)
         y = nn.relu(nn.LayerNorm()(y))
-        y = nn.Conv(self.channels, (3, 3))(y)
+        y = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(y)
         y = nn.LayerNorm()(y)
         return nn.relu(x + y)
 
@@ -65,24 +66,26 @@ class _Head(nn.Module):
 
     hidden: int
     out: int
+    dtype: str = "float32"
 
     @nn.compact
     def __call__(self, x):
-        x = nn.relu(nn.Dense(self.hidden)(x.reshape(x.shape[0], -1)))
-        return nn.Dense(self.out, kernel_init=nn.initializers.zeros)(x)
+        x = nn.relu(nn.Dense(self.hidden, dtype=self.dtype)(x.reshape(x.shape[0], -1)))
+        return nn.Dense(self.out, kernel_init=nn.initializers.zeros, dtype=self.dtype)(x)
 
 
 class _MLP(nn.Module):
     widths: tuple[int, ...]
     out: int
     out_init: Callable = nn.initializers.lecun_normal()  # the last layer's kernel (Dense's default)
+    dtype: str = "float32"
 
     @nn.compact
     def __call__(self, x):
         x = x.reshape(x.shape[0], -1)
         for w in self.widths:
-            x = nn.relu(nn.LayerNorm()(nn.Dense(w)(x)))
-        return nn.Dense(self.out, kernel_init=self.out_init)(x)
+            x = nn.relu(nn.LayerNorm()(nn.Dense(w, dtype=self.dtype)(x)))
+        return nn.Dense(self.out, kernel_init=self.out_init, dtype=self.dtype)(x)
 
 
 class _Downsample(nn.Module):
@@ -92,26 +95,27 @@ class _Downsample(nn.Module):
     layers read 36 cells instead of 7,056."""
 
     channels: int
+    dtype: str = "float32"
 
     @nn.compact
     def __call__(self, x):
-        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2))(x)))
-        x = _ResBlock(self.channels)(x)
-        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2))(x)))
-        x = _ResBlock(self.channels)(x)
+        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2), dtype=self.dtype)(x)))
+        x = _ResBlock(self.channels, self.dtype)(x)
+        x = nn.relu(nn.LayerNorm()(nn.Conv(self.channels, (3, 3), strides=(2, 2), dtype=self.dtype)(x)))
+        x = _ResBlock(self.channels, self.dtype)(x)
         x = nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")
-        x = _ResBlock(self.channels)(x)
+        x = _ResBlock(self.channels, self.dtype)(x)
         return nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")
 
 
-def _stem(channels: int, downsample: str) -> nn.Module:
+def _stem(channels: int, downsample: str, dtype: str = "float32") -> nn.Module:
     """The layer that first reads an observation: a 1x1 convolution (``none``) or :class:`_Downsample`."""
-    return nn.Conv(channels, (1, 1)) if downsample == "none" else _Downsample(channels)
+    return nn.Conv(channels, (1, 1), dtype=dtype) if downsample == "none" else _Downsample(channels, dtype)
 
 
 def _action_planes_layers(mod, channels: int, num_actions: int) -> None:
     """The thesis's move input: one-hot action planes stacked on the state before a 1x1 convolution."""
-    mod.dyn_in = nn.Conv(channels, (1, 1))
+    mod.dyn_in = nn.Conv(channels, (1, 1), dtype=mod.cfg.compute_dtype)
 
 
 def _action_planes(mod, hidden, one_hot):
@@ -122,7 +126,7 @@ def _action_planes(mod, hidden, one_hot):
 
 def _action_kernels_layers(mod, channels: int, num_actions: int) -> None:
     """A 3x3 convolution of its own per move (all computed, the move's kept): multiplicative conditioning."""
-    mod.dyn_kernels = nn.Conv(channels * num_actions, (3, 3))
+    mod.dyn_kernels = nn.Conv(channels * num_actions, (3, 3), dtype=mod.cfg.compute_dtype)
 
 
 def _action_kernels(mod, hidden, one_hot):
@@ -141,20 +145,20 @@ class _ResNetModel(nn.Module):
     num_actions: int
 
     def setup(self):
-        c = self.cfg
+        c, dt = self.cfg, self.cfg.compute_dtype
         n = c.num_bins
-        self.repr_in = _stem(c.channels, c.downsample)
+        self.repr_in = _stem(c.channels, c.downsample, dt)
         self.repr_norm = nn.LayerNorm()
-        self.repr_blocks = [_ResBlock(c.channels) for _ in range(c.repr_blocks)]
+        self.repr_blocks = [_ResBlock(c.channels, dt) for _ in range(c.repr_blocks)]
         layers, self._move_input = ACTION_INPUTS[c.dynamics_action]
         layers(self, c.channels, self.num_actions)
         self.dyn_norm = nn.LayerNorm()
-        self.dyn_blocks = [_ResBlock(c.channels) for _ in range(c.dyn_blocks)]
-        self.reward_head = _Head(c.head_hidden, n)
-        self.pred_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
-        self.value_head = _Head(c.head_hidden, n)
-        self.policy_head = _Head(c.head_hidden, self.num_actions)
-        self.proj_blocks = [_ResBlock(c.channels) for _ in range(c.proj_blocks)]
+        self.dyn_blocks = [_ResBlock(c.channels, dt) for _ in range(c.dyn_blocks)]
+        self.reward_head = _Head(c.head_hidden, n, dt)
+        self.pred_blocks = [_ResBlock(c.channels, dt) for _ in range(c.pred_blocks)]
+        self.value_head = _Head(c.head_hidden, n, dt)
+        self.policy_head = _Head(c.head_hidden, self.num_actions, dt)
+        self.proj_blocks = [_ResBlock(c.channels, dt) for _ in range(c.proj_blocks)]
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
@@ -199,15 +203,15 @@ class _MLPModel(nn.Module):
     num_actions: int
 
     def setup(self):
-        c = self.cfg
+        c, dt = self.cfg, self.cfg.compute_dtype
         n = c.num_bins
-        self.repr_net = _MLP(c.mlp_hidden, c.mlp_embedding)
-        self.dyn_net = _MLP(c.mlp_hidden, c.mlp_embedding)
-        self.reward_head = _Head(c.head_hidden, n)
-        self.pred_net = _MLP(c.mlp_hidden[:1], c.head_hidden)
-        self.value_head = _Head(c.head_hidden, n)
-        self.policy_head = _Head(c.head_hidden, self.num_actions)
-        self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding)
+        self.repr_net = _MLP(c.mlp_hidden, c.mlp_embedding, dtype=dt)
+        self.dyn_net = _MLP(c.mlp_hidden, c.mlp_embedding, dtype=dt)
+        self.reward_head = _Head(c.head_hidden, n, dt)
+        self.pred_net = _MLP(c.mlp_hidden[:1], c.head_hidden, dtype=dt)
+        self.value_head = _Head(c.head_hidden, n, dt)
+        self.policy_head = _Head(c.head_hidden, self.num_actions, dt)
+        self.proj_net = _MLP(c.mlp_hidden[:1], c.mlp_embedding, dtype=dt)
 
     def _finish(self, hidden):
         return normalize_hidden(hidden) if self.cfg.normalize_hidden else hidden
@@ -305,6 +309,13 @@ class Model:
                     f"num_actions={self.num_actions}, observation_shape={self.observation_shape})"
                 )
 
+    def _apply(self, params, *args, method):
+        """The module's ``method`` on ``params``; what leaves is float32 whatever ``model.compute_dtype`` the layers
+        computed in, so search, targets and losses never see bfloat16 (a no-op at float32)."""
+        out = self.module.apply(params, *args, method=method)
+        return jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                                      out)
+
     def _seen(self, observation):
         """The observation as the representation sees it (the mover's view where configured)."""
         return observation if self.mover_view is None else perspective.mover_view(observation, self.mover_view)
@@ -322,7 +333,7 @@ class Model:
     def represent(self, params, observation):
         """h: ``[B, *observation_shape]`` -> hidden ``[B, ...]``."""
         self.check_observation(observation)
-        return self.module.apply(params, self._seen(observation), method="represent")
+        return self._apply(params, self._seen(observation), method="represent")
 
     def initial_inference(self, params, observation) -> ModelOutput:
         """h then f: ``[B, *observation_shape]`` -> ModelOutput (reward 0, reward logits constant)."""
@@ -333,7 +344,7 @@ class Model:
             value_logits, policy_logits = module.predict(hidden)
             return hidden, value_logits, policy_logits
 
-        hidden, value_logits, policy_logits = self.module.apply(params, self._seen(observation), method=fn)
+        hidden, value_logits, policy_logits = self._apply(params, self._seen(observation), method=fn)
         # A delta at bin 0 (reward 0) in logit form; constant so it carries no gradient.
         zero_bin = self.config.support_size
         reward_logits = jnp.where(
@@ -351,9 +362,9 @@ class Model:
             value_logits, policy_logits = module.predict(nxt)
             return nxt, value_logits, reward_logits, policy_logits
 
-        nxt, value_logits, reward_logits, policy_logits = self.module.apply(params, hidden, action, method=fn)
+        nxt, value_logits, reward_logits, policy_logits = self._apply(params, hidden, action, method=fn)
         return self._output(nxt, value_logits, reward_logits, policy_logits)
 
     def projection(self, params, hidden):
         """rho: hidden ``[B, ...]`` -> ``[B, D]`` flat projection (D = hidden size)."""
-        return self.module.apply(params, hidden, method="project")
+        return self._apply(params, hidden, method="project")

@@ -65,18 +65,18 @@ class _StochasticResNet(_ResNetModel):
 
     def setup(self):
         super().setup()
-        c, m = self.cfg, self.chance_outcomes
-        self.chance_in = nn.Conv(c.channels, (1, 1))
+        c, m, dt = self.cfg, self.chance_outcomes, self.cfg.compute_dtype
+        self.chance_in = nn.Conv(c.channels, (1, 1), dtype=dt)
         self.chance_norm = nn.LayerNorm()
-        self.chance_trunk = [_ResBlock(c.channels) for _ in range(c.chance_blocks)]
-        self.after_blocks = [_ResBlock(c.channels) for _ in range(c.pred_blocks)]
-        self.after_value_head = _Head(c.head_hidden, c.num_bins)
-        self.after_chance_head = _Head(c.head_hidden, m)
-        self.encoder_in = _stem(c.channels, c.downsample)
+        self.chance_trunk = [_ResBlock(c.channels, dt) for _ in range(c.chance_blocks)]
+        self.after_blocks = [_ResBlock(c.channels, dt) for _ in range(c.pred_blocks)]
+        self.after_value_head = _Head(c.head_hidden, c.num_bins, dt)
+        self.after_chance_head = _Head(c.head_hidden, m, dt)
+        self.encoder_in = _stem(c.channels, c.downsample, dt)
         self.encoder_norm = nn.LayerNorm()
-        self.encoder_block = _ResBlock(c.channels)
-        self.encoder_hidden = nn.Dense(c.head_hidden)
-        self.encoder_out = nn.Dense(m, kernel_init=_SMALL)  # a near-flat softmax at first: no code favoured
+        self.encoder_block = _ResBlock(c.channels, dt)
+        self.encoder_hidden = nn.Dense(c.head_hidden, dtype=dt)
+        self.encoder_out = nn.Dense(m, kernel_init=_SMALL, dtype=dt)  # a near-flat softmax at first: no code favoured
 
     def afterstate(self, hidden, action):
         x = nn.relu(self.dyn_norm(self._move_input(self, hidden, jax.nn.one_hot(action, self.num_actions))))
@@ -111,12 +111,12 @@ class _StochasticMLP(_MLPModel):
 
     def setup(self):
         super().setup()
-        c, m = self.cfg, self.chance_outcomes
-        self.chance_net = _MLP(c.mlp_hidden, c.mlp_embedding)
-        self.after_net = _MLP(c.mlp_hidden[:1], c.head_hidden)
-        self.after_value_head = _Head(c.head_hidden, c.num_bins)
-        self.after_chance_head = _Head(c.head_hidden, m)
-        self.encoder_net = _MLP(c.mlp_hidden, m, out_init=_SMALL)
+        c, m, dt = self.cfg, self.chance_outcomes, self.cfg.compute_dtype
+        self.chance_net = _MLP(c.mlp_hidden, c.mlp_embedding, dtype=dt)
+        self.after_net = _MLP(c.mlp_hidden[:1], c.head_hidden, dtype=dt)
+        self.after_value_head = _Head(c.head_hidden, c.num_bins, dt)
+        self.after_chance_head = _Head(c.head_hidden, m, dt)
+        self.encoder_net = _MLP(c.mlp_hidden, m, out_init=_SMALL, dtype=dt)
 
     def afterstate(self, hidden, action):
         return self._finish(self.dyn_net(jnp.concatenate([hidden, jax.nn.one_hot(action, self.num_actions)], -1)))
@@ -171,7 +171,7 @@ class StochasticModel(Model):
             after = module.afterstate(h, a)
             return (after, *module.afterstate_predict(after))
 
-        after, value_logits, chance_logits = self.module.apply(params, hidden, action, method=fn)
+        after, value_logits, chance_logits = self._apply(params, hidden, action, method=fn)
         return AfterstateOutput(after, value_logits, logits_to_scalar(value_logits, self.config.value_transform),
                                 chance_logits)
 
@@ -187,14 +187,14 @@ class StochasticModel(Model):
             value_logits, policy_logits = module.predict(nxt)
             return nxt, value_logits, reward_logits, policy_logits
 
-        return self._output(*self.module.apply(params, afterstate, code, method=fn))
+        return self._output(*self._apply(params, afterstate, code, method=fn))
 
     def encode(self, params, before, after) -> Array:
         """The encoder's logits ``[B, M]`` for the transition between two stacked observations ``[B,
         *observation_shape]`` (as the game gives them: no mover relabelling)."""
         self.check_observation(before)
         self.check_observation(after)
-        return self.module.apply(params, jnp.concatenate([before, after], axis=-1), method="encode")
+        return self._apply(params, jnp.concatenate([before, after], axis=-1), method="encode")
 
     def recurrent_inference(self, params, hidden, action) -> ModelOutput:
         """A move then its most likely chance outcome (argmax sigma): hidden ``[B, ...]``, action ``[B]``."""
