@@ -25,12 +25,13 @@ Two steps:
 5. ``breakout-gpu`` trained with ``schedule.kind=device`` (``device_schedule``: the fused chunk as a training run,
    ``schedule.epochs_per_call`` 8, 1 in the smoke) for ``--train-min`` minutes, reduced as in 3, beside
    ``configs["breakout-gpu"]`` (the sync schedule);
-6. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
+6. ``breakout-gpu`` trained as in 3 with ``model.compute_dtype=bfloat16`` (``bf16``): what bfloat16 matrix
+   products gain on the device, beside ``configs["breakout-gpu"]`` (their learning: docs/results/gpu-prep);
+7. with ``--e2e-min M``: ``breakout-gpu`` for M minutes, its test returns by env frames (``e2e.curve``), to set
    beside the CPU preset's curve at the same frames (docs/results/minatar-60min).
 
 ``--cpu-smoke`` runs the same steps at tiny sizes by an env-step budget, so the script is checked on a CPU; CI
-runs it for ``breakout-gpu`` and the device schedule (``--only breakout-gpu,device_schedule``), the extended tier
-for every step (``tests/test_gpu_check.py``).
+runs it for ``breakout-gpu`` (``--only breakout-gpu``), the extended tier for every step (``tests/test_gpu_check.py``).
 
     python benchmarks/gpu_check.py wheels && python benchmarks/gpu_check.py command
     python benchmarks/gpu_check.py run --out /tmp/gpu --cpu-smoke    # on a CPU: the script works
@@ -114,8 +115,9 @@ SMOKE = ["env.num_envs=4", "env.num_workers=1", "env.kwargs.max_episode_steps=12
          "planner.num_simulations=2", "test_planner.num_simulations=2", "reanalyze_planner.num_simulations=2",
          "model.channels=4", "model.repr_blocks=1", "model.dyn_blocks=1", "model.head_hidden=8", "replay.capacity=2000"]
 """``--cpu-smoke``: every configuration at tiny sizes, by an env-step budget (the same code paths, on a CPU)."""
-STEPS = (*CONFIGS, "fused", "device_schedule")
-"""What ``--only`` may name: a configuration's rows, the fused chunk's, the device schedule's run."""
+STEPS = (*CONFIGS, "fused", "device_schedule", "bf16")
+"""What ``--only`` may name: a configuration's rows, the fused chunk's, the device schedule's run, breakout-gpu's run
+with bfloat16 matrix products (``model.compute_dtype``)."""
 
 
 def _run_json(cmd: list[str]) -> tuple[dict | None, float, str]:
@@ -176,6 +178,14 @@ def _train(preset: str, minutes: float, overrides: list[str]) -> dict:
     return out
 
 
+def _batch(preset: str) -> int:
+    """The preset's learner batch."""
+    from moozi.config import config_from_dict
+    from moozi.presets import load_preset
+
+    return config_from_dict(load_preset(preset)).schedule.batch_size
+
+
 def figures(train: dict, bound: dict | None, batch_size: int) -> dict:
     """The issue's per-configuration figures from a timed run and its preset's device_throughput row (None for a
     host game): rates after the first metrics row; ``learner_vs_bound`` is the run's learner samples/s (updates per
@@ -231,6 +241,12 @@ def run(args) -> int:
         smoke_more = ["schedule.max_env_steps=160"] if smoke else []  # past the ring's filling (windows of 20 steps)
         train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *device, *smoke_more])
         result["device_schedule"] = {**figures(train, None, 8 if smoke else 1024), "overrides": device, "train": train}
+        _save(out, result)
+    if not args.only or "bf16" in args.only:  # the same run as breakout-gpu's row, multiplying in bfloat16
+        bf16 = ["model.compute_dtype=bfloat16"]
+        train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *bf16])
+        result["bf16"] = {**figures(train, None, 8 if smoke else _batch("breakout-gpu")), "overrides": bf16,
+                          "train": train}
         _save(out, result)
     if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
         train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])

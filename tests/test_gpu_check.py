@@ -55,6 +55,10 @@ def _smoke(tmp_path, *only: str) -> dict:
     if not only or "device_schedule" in only:
         schedule = result["device_schedule"]  # breakout-gpu trained by the device schedule
         assert schedule["train"].get("error") is None and schedule["env_steps_per_s"] > 0, schedule["train"]
+    if not only or "bf16" in only:
+        bf16 = result["bf16"]  # breakout-gpu multiplying in bfloat16
+        assert bf16["train"].get("error") is None and bf16["env_steps_per_s"] > 0, bf16["train"]
+        assert bf16["overrides"] == ["model.compute_dtype=bfloat16"]
     assert result["device"] and result["cpu_smoke"] is True
     return result
 
