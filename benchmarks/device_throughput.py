@@ -264,7 +264,7 @@ def fused(args) -> dict:
     from moozi.learner import training_chance_code
     from moozi.parts import build_parts
     from moozi.replay.ring import RING_FIELDS, ring_init, ring_ready
-    from moozi.update import update_from_windows
+    from moozi.update import window_update
     from moozi.workers.device_actor import make_device_rollout
 
     config = _preset_config(args)
@@ -281,9 +281,8 @@ def fused(args) -> dict:
     planner = dataclasses.replace(config.planner, num_simulations=args.simulations or config.planner.num_simulations)
     policy = PolicyConfig(spec=env.spec, planner=planner, discount=tc.discount, history_length=L)
     rollout = make_device_rollout(env, model, policy, T)
-    learn = functools.partial(update_from_windows, model=model, config=config.learner, target_config=tc,
-                              frame_scale=env.spec.observation_scale,
-                              chance_code=training_chance_code(config.learner, env.spec, model.config.chance_outcomes))
+    learn = window_update(model, config.learner, tc, env.spec.observation_scale,
+                          chance_code=training_chance_code(config.learner, env.spec, model.config.chance_outcomes))
     kw = dict(target_config=tc, replay_config=config.replay)
     chunk = make_chunk(rollout, learn, batch_size=LB, updates_per_epoch=U, epochs=args.epochs, unroll=args.unrolled,
                        **kw)

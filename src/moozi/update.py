@@ -220,6 +220,17 @@ def make_update_fn(model: Model, config: LearnerConfig):
                    compiler_options=xla_tuning.update_options())
 
 
+def window_update(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
+                  symmetries: tuple = (), chance_code=None):
+    """:func:`update_from_windows` with its settings bound, not compiled: ``(state, windows, positions, weights[,
+    lr_scale[, symmetry]]) -> (state, metrics, priorities)``. :func:`make_window_update_fn` compiles it alone; the
+    device schedule's chunk (:mod:`moozi.fused`) compiles it inside acting and the ring. ``symmetries``: the game's
+    (``EnvSpec.symmetries``), for windows sampled with a symmetry index."""
+    return functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
+                             frame_scale=float(frame_scale),
+                             symmetry_tables=augment_tables(symmetries) if symmetries else None, chance_code=chance_code)
+
+
 def make_window_update_fn(model: Model, config: LearnerConfig, target_config: TargetConfig, frame_scale: float = 1.0,
                           symmetries: tuple = (), replicated=None, chance_code=None):
     """``jit``-compiled ``(state, windows, positions, weights[, lr_scale[, symmetry]]) -> (state, metrics,
@@ -228,10 +239,7 @@ def make_window_update_fn(model: Model, config: LearnerConfig, target_config: Ta
     ``replicated``: data parallel (:class:`DataParallel`): every output replicated over its mesh (the inputs
     arrive sharded, the batch along its leading axis; XLA partitions the update and all-reduces the gradients).
     ``chance_code``: the game's code function (``learner.chance_codes = game``; :func:`build_batch`)."""
-    fn = functools.partial(update_from_windows, model=model, config=config, target_config=target_config,
-                           frame_scale=float(frame_scale),
-                           symmetry_tables=augment_tables(symmetries) if symmetries else None,
-                           chance_code=chance_code)
+    fn = window_update(model, config, target_config, frame_scale, symmetries, chance_code)
     extra = {} if replicated is None else {"out_shardings": replicated}
     return jax.jit(fn, donate_argnums=(0,), compiler_options=xla_tuning.update_options(), **extra)
 

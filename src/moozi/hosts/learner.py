@@ -44,25 +44,20 @@ class LearnerHost:
 
     def _device_loop(self, model, seed: int) -> None:
         """``schedule.kind = device``: the training actor lives here, with the ring and the chunk (moozi.fused)."""
-        import functools
-
         import jax
 
-        from moozi.envs.symmetry import augment_tables
         from moozi.fused import DeviceLoop
         from moozi.learner import training_chance_code, training_symmetries
         from moozi.parts import build_parts
-        from moozi.update import update_from_windows
+        from moozi.update import window_update
         from moozi.workers import make_actor
 
         env, _ = build_parts(self.config)
         actor = make_actor(self.config, env, model, "train", root_keys(seed)[1], seed=seed)
         c = self.config
         symmetries = training_symmetries(c.learner, self.spec)
-        learn = functools.partial(update_from_windows, model=model, config=c.learner, target_config=c.targets,
-                                  frame_scale=self.spec.observation_scale,
-                                  symmetry_tables=augment_tables(symmetries) if symmetries else None,
-                                  chance_code=training_chance_code(c.learner, self.spec, model.config.chance_outcomes))
+        learn = window_update(model, c.learner, c.targets, self.spec.observation_scale, symmetries,
+                              training_chance_code(c.learner, self.spec, model.config.chance_outcomes))
         self.learner.loop = DeviceLoop(actor, learn, c, jax.random.fold_in(root_keys(seed)[0], 1),
                                        fuse=jax.default_backend() != "cpu", params=self.learner.state.params,
                                        symmetries=len(symmetries))
