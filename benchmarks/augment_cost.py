@@ -14,7 +14,7 @@ median updates/s (on / off), measured in this one run.
 Usage: ``.venv/bin/python benchmarks/augment_cost.py [--preset tictactoe] [--key SECTION.NAME] [--off V]
 [--on V] [--set KEY=VALUE ...] [--host-devices N] [--rounds 3] [--seconds 20] [--json]``; ``--set`` holds other keys
 fixed in both kinds of round (e.g. ``--key learner.augment_symmetries --off false --on true --set
-learner.ema_decay=0.99``)
+learner.l2_coef=0``)
 """
 
 from __future__ import annotations

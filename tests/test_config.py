@@ -93,11 +93,14 @@ def test_removed_research_switches_are_answered_with_their_card(tmp_path):
         section, name = key.split(".")
         old[section][name] = neutral
     assert config_from_dict(old) == Config()  # an old run's config.yaml: the same run
-    assert len(REMOVED_KEYS) == 10
+    assert len(REMOVED_KEYS) == 11
     for key in REMOVED_KEYS:
         section, name = key.split(".")
         assert name not in to_dict(Config())[section]
     with pytest.raises(ConfigError, match=r"learner.q_coef = 0.5: removed .* see docs/results/minatar-60min"):
         config_from_dict({"learner": {"q_coef": 0.5}})
+    with pytest.raises(ConfigError, match=r"learner.ema_decay = 0.999: removed .* see docs/results/learning/"
+                                          r"cartpole-ema0.999-probe/README.md .*commit 08103b7"):
+        config_from_dict({"learner": {"ema_decay": 0.999}})
     with pytest.raises(ConfigError, match=r"model.dynamics_residual = True: removed"):
         config_from_dict(apply_overrides(to_dict(Config()), ["model.dynamics_residual=true"]))

@@ -75,8 +75,8 @@ def test_a_device_run_trains_keeps_its_ratio_and_resumes_exactly(tmp_path):
 @pytest.mark.parametrize("preset,extra,words", [
     ("openspiel-tictactoe", (), "openspiel:tic_tac_toe is stepped on the host"),
     ("cartpole", ("reanalyze.fraction=0.5",), "reanalyze.fraction > 0: the ring is not reanalyzed yet"),
-    ("cartpole", ("replay.sampling=rank", "learner.ema_decay=0.9"), "replay.sampling = rank: the ring samples "
-                                                                     "uniform or proportional; learner.ema_decay"),
+    ("cartpole", ("replay.sampling=rank", "reanalyze.fraction=0.5"), "(reanalyze.fraction = 0); replay.sampling = "
+                                                                      "rank: the ring samples uniform or proportional"),
 ])
 def test_the_device_schedule_refuses_what_it_cannot_run(tmp_path, preset, extra, words):
     with pytest.raises(ConfigError, match="schedule.kind = device cannot run this config") as err:

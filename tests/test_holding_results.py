@@ -14,7 +14,7 @@ from moozi.run_dir import find_checkpoint
 from tests.helpers import TINY
 
 SETTINGS = ["schedule.max_env_steps=192", "learner.learning_rate=0.01", "learner.lr_schedule=cosine",
-            "learner.lr_decay_over=budget", "learner.lr_final_fraction=0.1", "learner.ema_decay=0.9",
+            "learner.lr_decay_over=budget", "learner.lr_final_fraction=0.1",
             "testing.best_window=2"]
 
 

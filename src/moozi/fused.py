@@ -58,8 +58,6 @@ def check_device_schedule(config, spec) -> None:
         why.append("replay.sampling = rank: the ring samples uniform or proportional")
     if config.learner.devices > 1:
         why.append("learner.devices > 1: one device (learner.devices = 1)")
-    if config.learner.ema_decay > 0:
-        why.append("learner.ema_decay > 0: the chunk acts with the online params (ema_decay = 0)")
     if config.acting.play_best:
         why.append("acting.play_best: the chunk acts with the newest params (play_best = false)")
     if why:

@@ -309,8 +309,8 @@ class Learner:
     # ------------------------------------------------------------------ params out
 
     def acting_params(self):
-        """The params acting and testing use (device arrays): the moving average when ``ema_decay > 0``."""
-        return self.state.params if self.state.ema_params is None else self.state.ema_params
+        """The params acting and testing use (device arrays): the newest."""
+        return self.state.params
 
     def histograms(self, bins: int = 30) -> dict[str, dict]:
         """Raw histograms (:mod:`moozi.observe.histograms`) of every parameter (``params/...``) and of Adam's

@@ -36,39 +36,29 @@ class TrainState:
         ``target_update_period`` updates; used for bootstrapped values by reanalyze).
       opt_state: Optax optimiser state.
       step: ``[]`` int32 number of updates done.
-      ema_params: exponential moving average of ``params`` (``learner.ema_decay
-        > 0``), else ``None`` (then checkpoints are the same as without it).
     """
 
     params: Params
     target_params: Params
     opt_state: optax.OptState
     step: jax.Array
-    ema_params: Params | None = None
 
 
 _FIELDS = ("params", "target_params", "opt_state", "step")
 
 
 def _train_state_dict(state: TrainState) -> dict:
-    """Checkpoint form: ``ema_params`` only when it exists, so runs without it save what they always saved."""
-    out = {k: serialization.to_state_dict(getattr(state, k)) for k in _FIELDS}
-    if state.ema_params is not None:
-        out["ema_params"] = serialization.to_state_dict(state.ema_params)
-    return out
+    """Checkpoint form: the four fields by name."""
+    return {k: serialization.to_state_dict(getattr(state, k)) for k in _FIELDS}
 
 
 def _train_state_from_dict(template: TrainState, data: dict) -> TrainState:
-    """Restore into ``template``; a checkpoint without ``ema_params`` starts the average at its params."""
+    """Restore into ``template``; anything else in ``data`` is ignored (``ema_params``, which runs with the removed
+    ``learner.ema_decay`` saved: their configs are refused before their checkpoints are read)."""
     missing = [k for k in _FIELDS if k not in data]
     if missing:
         raise ValueError(f"Missing field {missing[0]} in state dict while restoring an instance of TrainState")
-    kw = {k: serialization.from_state_dict(getattr(template, k), data[k], name=k) for k in _FIELDS}
-    ema = None
-    if template.ema_params is not None:
-        ema = (serialization.from_state_dict(template.ema_params, data["ema_params"], name="ema_params")
-               if "ema_params" in data else jax.tree_util.tree_map(jnp.array, kw["params"]))  # a copy: no shared buffer
-    return TrainState(**kw, ema_params=ema)
+    return TrainState(**{k: serialization.from_state_dict(getattr(template, k), data[k], name=k) for k in _FIELDS})
 
 
 serialization.register_serialization_state(TrainState, _train_state_dict, _train_state_from_dict, override=True)
@@ -124,14 +114,13 @@ def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
 
 
 def init_train_state(model: Model, config: LearnerConfig, rng) -> TrainState:
-    """Fresh parameters, a copy as the target network (and as the moving average), and optimiser state."""
+    """Fresh parameters, a copy as the target network, and optimiser state."""
     params = model.init(rng)
     return TrainState(
         params=params,
         target_params=jax.tree_util.tree_map(jnp.copy, params),
         opt_state=make_optimizer(config).init(params),
         step=jnp.zeros((), jnp.int32),
-        ema_params=jax.tree_util.tree_map(jnp.copy, params) if config.ema_decay > 0 else None,
     )
 
 
@@ -162,9 +151,6 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
     target_params = optax.periodic_update(params, state.target_params, step, config.target_update_period)
-    ema_params = state.ema_params
-    if ema_params is not None:
-        ema_params = optax.incremental_update(params, ema_params, 1.0 - config.ema_decay)
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)  # a norm is finite only if every gradient is
     metrics = dict(aux["metrics"])
@@ -172,8 +158,7 @@ def update_step(state: TrainState, batch: Batch, lr_scale=1.0, *, model: Model, 
     metrics["train/learning_rate"] = learning_rate_schedule(config)(state.step) * lr_scale
     metrics["train/step"] = step
     metrics["train/nonfinite"] = (~finite).astype(jnp.float32)
-    new_state = TrainState(params=params, target_params=target_params, opt_state=opt_state, step=step,
-                           ema_params=ema_params)
+    new_state = TrainState(params=params, target_params=target_params, opt_state=opt_state, step=step)
     new_state = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), new_state, state)
     return new_state, metrics, aux["priorities"]
 

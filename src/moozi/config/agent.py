@@ -228,9 +228,6 @@ class LearnerConfig:
       the second).
     max_grad_norm: global-norm clipping threshold.
     target_update_period: updates between target-network refreshes.
-    ema_decay: 0 (off) or the decay of an exponential moving average of the
-      params (e.g. 0.99); when on, acting, testing, evaluation and checkpoints'
-      published params are the average, not the newest params.
     chance_coef / commitment_coef: Stochastic MuZero only
       (``model.chance_outcomes``): the weight of the chance prior's
       cross-entropy toward the encoder's code, summed over the K steps, and
@@ -273,7 +270,6 @@ class LearnerConfig:
     lr_decay_start: float = 0.0
     max_grad_norm: float = 5.0
     target_update_period: int = 500
-    ema_decay: float = 0.0
     augment_symmetries: bool = False
     devices: int = 1
     chance_coef: float = 1.0
@@ -294,7 +290,6 @@ class LearnerConfig:
         _choice(o, "lr_decay_over", self.lr_decay_over, ("updates", "budget"))
         _number_in(o, "lr_final_fraction", self.lr_final_fraction, 0.0, 1.0)
         _number_in(o, "lr_decay_start", self.lr_decay_start, 0.0, 1.0, hi_open=True)
-        _number_in(o, "ema_decay", self.ema_decay, 0.0, 1.0, hi_open=True)
         _number_in(o, "max_grad_norm", self.max_grad_norm, 0.0, float("inf"), lo_open=True)
         _positive_int(o, "target_update_period", self.target_update_period)
         _boolean(o, "augment_symmetries", self.augment_symmetries)

@@ -189,6 +189,8 @@ REMOVED_KEYS = {
     "learner.value_consistency_into": ("model", _FREEWAY_HUNT),
     "learner.q_coef": (1.0, _FREEWAY_HUNT),
     "learner.priority": ("root_value", _FREEWAY_HUNT),
+    "learner.ema_decay": (0.0, "docs/results/learning/cartpole-ema0.999-probe/README.md (a moving average of the "
+                               "params for acting and testing; the switch is in commit 08103b7 and before)"),
 }
 
 

@@ -17,7 +17,7 @@ PARTS = (("representation", ("repr_",)), ("dynamics", ("dyn_", "reward_head")),
 
 LEARNER_COPIES = 5
 """float32 copies of the parameters the learner holds: the online network, the target network, Adam's two moments
-and the copy published to the workers (one more with ``learner.ema_decay``)."""
+and the copy published to the workers."""
 
 
 def part_of(name: str) -> str:
@@ -58,8 +58,7 @@ def footprint(config, spec, model) -> dict:
     import jax
 
     counts = parameter_counts(jax.eval_shape(model.init, jax.random.key(0)))
-    copies = LEARNER_COPIES + (1 if config.learner.ema_decay > 0 else 0)
-    state = copies * 4 * counts["total"] / 2**20
+    state = LEARNER_COPIES * 4 * counts["total"] / 2**20
     replay = replay_bytes(config.replay.capacity, spec.observation_shape, spec.observation_dtype,
                           model.num_actions) / 2**20
     return {"parameters": counts, "memory_mb": {"learner_state": round(state, 1), "replay": round(replay, 1),
