@@ -9,7 +9,9 @@ Two steps:
   ``python benchmarks/gpu_check.py command`` prints, which installs the wheels, then runs
   ``gpu_check.py run --out $OUT``.
 
-``run`` measures, writing ``$OUT/gpu_check.json`` after every step (a timeout keeps what was done):
+``run`` measures, writing ``$OUT/gpu_check.json`` after every step (a timeout keeps what was done), in the order
+of :data:`ORDER` (breakout-gpu's row, the device schedule, bfloat16, the fused chunk, the acting sweep, the other
+configurations):
 
 1. the machine: GPU (``nvidia-smi -L``), JAX and its devices, the libraries' versions, CPU count;
 2. ``benchmarks/device_throughput.py --json`` at acting batches 64, 1024 and 4096 (Breakout-MinAtar, the thesis
@@ -115,9 +117,9 @@ SMOKE = ["env.num_envs=4", "env.num_workers=1", "env.kwargs.max_episode_steps=12
          "planner.num_simulations=2", "test_planner.num_simulations=2", "reanalyze_planner.num_simulations=2",
          "model.channels=4", "model.repr_blocks=1", "model.dyn_blocks=1", "model.head_hidden=8", "replay.capacity=2000"]
 """``--cpu-smoke``: every configuration at tiny sizes, by an env-step budget (the same code paths, on a CPU)."""
-STEPS = (*CONFIGS, "fused", "device_schedule", "bf16")
+STEPS = (*CONFIGS, "fused", "device_schedule", "bf16", "throughput")
 """What ``--only`` may name: a configuration's rows, the fused chunk's, the device schedule's run, breakout-gpu's run
-with bfloat16 matrix products (``model.compute_dtype``)."""
+with bfloat16 matrix products (``model.compute_dtype``), the acting sweep (not in the smoke)."""
 
 
 def _run_json(cmd: list[str]) -> tuple[dict | None, float, str]:
@@ -208,10 +210,33 @@ def figures(train: dict, bound: dict | None, batch_size: int) -> dict:
     }
 
 
-def run(args) -> int:
+ORDER = ("breakout-gpu", "device_schedule", "bf16", "fused", "throughput", "connect4-gpu", "thesis-minatar",
+         "atari-pong")
+"""The steps in the order they run: what decides the GPU design first (the GPU preset, the device schedule,
+bfloat16, the fused chunk), then the acting sweep and the other configurations, so a call cut short by its
+timeout keeps what matters most."""
+
+
+def _config_step(name: str, smoke: bool, minutes: float) -> dict:
+    """A configuration's row: its preset's bound (device games) and a timed run, reduced by :func:`figures`."""
     from moozi.config import config_from_dict
     from moozi.presets import load_preset
 
+    config = config_from_dict(load_preset(name))
+    batch = 8 if smoke else config.schedule.batch_size
+    device_game = not config.env.name.startswith(("ale:", "gym:", "openspiel:", "minatar:"))
+    bound = _throughput(None, smoke, name) if device_game else None
+    train = _train(name, minutes, SMOKE if smoke else [])
+    return {**figures(train, bound, batch), "train": train, "bound": bound}
+
+
+def _variant_step(overrides: list[str], smoke: bool, minutes: float, smoke_more: tuple = ()) -> dict:
+    """``breakout-gpu`` trained with ``overrides`` (the device schedule, bfloat16), reduced as a configuration."""
+    train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *overrides, *(smoke_more if smoke else ())])
+    return {**figures(train, None, 8 if smoke else _batch("breakout-gpu")), "overrides": overrides, "train": train}
+
+
+def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     smoke = args.cpu_smoke
@@ -220,33 +245,21 @@ def run(args) -> int:
     result = {"commit": args.commit, "cpu_smoke": smoke, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
               "device": machine["gpu"] or ", ".join(machine["devices"]), "machine": machine, "configs": {}}
     _save(out, result)
-    if not smoke:  # the smoke's preset rows below run the same script
-        result["throughput"] = [_throughput(b, smoke) for b in (64, 1024, 4096)]
-        _save(out, result)
     minutes = 5.0 if smoke else args.train_min  # smoke: the env-step budget ends it
-    for name in [c for c in CONFIGS if not args.only or c in args.only]:
-        config = config_from_dict(load_preset(name))
-        overrides = SMOKE if smoke else []
-        batch = 8 if smoke else config.schedule.batch_size
-        device_game = not config.env.name.startswith(("ale:", "gym:", "openspiel:", "minatar:"))
-        bound = _throughput(None, smoke, name) if device_game else None
-        train = _train(name, minutes, overrides)
-        result["configs"][name] = {**figures(train, bound, batch), "train": train, "bound": bound}
-        _save(out, result)
-    if not args.only or "fused" in args.only:
-        result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
-        _save(out, result)
     device = ["schedule.kind=device", f"schedule.epochs_per_call={1 if smoke else 8}"]
-    if not args.only or "device_schedule" in args.only:
-        smoke_more = ["schedule.max_env_steps=160"] if smoke else []  # past the ring's filling (windows of 20 steps)
-        train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *device, *smoke_more])
-        result["device_schedule"] = {**figures(train, None, 8 if smoke else 1024), "overrides": device, "train": train}
-        _save(out, result)
-    if not args.only or "bf16" in args.only:  # the same run as breakout-gpu's row, multiplying in bfloat16
-        bf16 = ["model.compute_dtype=bfloat16"]
-        train = _train("breakout-gpu", minutes, [*(SMOKE if smoke else []), *bf16])
-        result["bf16"] = {**figures(train, None, 8 if smoke else _batch("breakout-gpu")), "overrides": bf16,
-                          "train": train}
+    for step in ORDER:
+        if args.only and step not in args.only:
+            continue
+        if step in CONFIGS:
+            result["configs"][step] = _config_step(step, smoke, minutes)
+        elif step == "device_schedule":  # the smoke's budget runs past the ring's filling (windows of 20 steps)
+            result["device_schedule"] = _variant_step(device, smoke, minutes, ("schedule.max_env_steps=160",))
+        elif step == "bf16":  # the same run as breakout-gpu's row, multiplying in bfloat16
+            result["bf16"] = _variant_step(["model.compute_dtype=bfloat16"], smoke, minutes)
+        elif step == "fused":
+            result["fused"] = _throughput(None, smoke, "breakout-gpu", fused=True)
+        elif not smoke:  # the acting sweep (the smoke's preset rows run the same script)
+            result["throughput"] = [_throughput(b, smoke) for b in (64, 1024, 4096)]
         _save(out, result)
     if args.e2e_min > 0:  # breakout-gpu end to end: its tests by env frames, for the card beside the CPU preset's
         train = _train("breakout-gpu", args.e2e_min, SMOKE if smoke else [])
