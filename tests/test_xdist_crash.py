@@ -45,3 +45,12 @@ def test_a_test_that_always_crashes_fails_and_its_module_finishes(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 failed, 5 passed, 2 rerun" in out.stdout
     assert "FAILED test_c.py::test_always_crashes - worker 'gw2' crashed" in out.stdout
+
+
+def test_modules_go_out_longest_first():
+    """By measured seconds where known, else one second per test; ties keep xdist's order."""
+    from tests.xdist_crash import longest_first
+
+    queue = {"a.py": {"a::1": False}, "b.py": {"b::1": False, "b::2": False, "b::3": False},
+             "c.py": {"c::1": False}, "d.py": {"d::1": False, "d::2": False}}
+    assert [scope for scope, _ in longest_first(queue, {"c.py": 50.0, "a.py": 2.0})] == ["c.py", "b.py", "a.py", "d.py"]

@@ -14,12 +14,19 @@ module-scoped fixtures) and changes what happens after a death:
   (``R``, listed at the end with the crash), a second crash of the same test as a failure, so a test that
   really crashes the interpreter still fails the run.
 
+It also hands out the modules longest first (``tests/module_seconds.json``: each CI module's seconds in a
+``--durations=0`` run; a module not listed counts one second per test). xdist orders them by their number of
+tests, which left a few long single tests (the GPU check's smoke, the tuning sweep) for the end of the run while
+the other worker idled: CI's two cores were busy 1.81 of 2 on average (2026-12-07).
+
 Loaded by ``tests/conftest.py``; the tests in ``tests/test_xdist_crash.py`` crash workers on purpose.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +37,14 @@ except ImportError:  # pytest-xdist missing: tests run in one process and nothin
 
 #: How many more times a test that crashed its worker runs on a fresh worker.
 RETRIES = 1
+#: Each CI module's measured seconds (an ordering hint: a stale figure changes the order, never the tests).
+SECONDS = Path(__file__).with_name("module_seconds.json")
+
+
+def longest_first(workqueue: dict, seconds: dict[str, float]) -> list:
+    """The work units ``(scope, {nodeid: done})`` longest first: a module's seconds from ``seconds``, or one per
+    test where it has none (ties keep their order)."""
+    return sorted(workqueue.items(), key=lambda unit: -seconds.get(unit[0], float(len(unit[1]))))
 
 
 class CrashRetryLoadScope(LoadScopeScheduling):
@@ -38,6 +53,7 @@ class CrashRetryLoadScope(LoadScopeScheduling):
     def __init__(self, config, log=None):
         super().__init__(config, log)
         self.crashes: Counter[str] = Counter()
+        self.ordered = False
 
     def will_retry(self, nodeid: str) -> bool:
         """Whether the test that just crashed a worker goes back on the queue (its first crash)."""
@@ -65,6 +81,12 @@ class CrashRetryLoadScope(LoadScopeScheduling):
         return crashitem
 
     def _assign_work_unit(self, node):
+        if not self.ordered:  # the first assignment: xdist has just built the queue
+            self.ordered = True
+            seconds = json.loads(SECONDS.read_text()) if SECONDS.exists() else {}
+            units = longest_first(self.workqueue, seconds)
+            self.workqueue.clear()
+            self.workqueue.update(units)
         try:
             super()._assign_work_unit(node)
         except OSError:  # the worker died after its last report; remove_node puts back the unit it was given
