@@ -94,3 +94,32 @@ def test_every_command_has_help(command, capsys):
         main([command, "--help"])
     out = capsys.readouterr().out
     assert err.value.code == 0 and f"usage: moozi {command}" in out and "``" not in out
+
+
+def test_presets_lists_each_with_its_game_and_shows_one_in_full(capsys):
+    """`moozi presets`: a line per packaged preset (name, game, header); `moozi presets NAME`: its header and every
+    key with its base merged in; an unknown name: one line, exit 2; piped into a reader that stops early: exit 0."""
+    import json
+
+    import yaml
+
+    from moozi.presets import load_preset, preset_names
+
+    assert main(["presets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(preset_names()) + 1
+    row = next(line for line in lines if line.startswith("space_invaders-gpu "))
+    assert row.split()[1] == "gymnax:SpaceInvaders-MinAtar" and "sized for one GPU" in row  # its game from its base
+    assert main(["presets", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert set(listed) == set(preset_names()) and listed["tictactoe"]["game"] == "pgx:tic_tac_toe"
+    assert main(["presets", "breakout-gpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# MinAtar Breakout sized for one GPU") and "docs/presets.md#breakout-gpu" in out
+    shown = yaml.safe_load(out)
+    assert shown == {k: v for k, v in load_preset("breakout-gpu").items() if k != "base"}
+    assert shown["env"] == {"name": "gymnax:Breakout-MinAtar", "num_envs": 1024} and shown["model"]["channels"] == 16
+    assert main(["presets", "nope"]) == 2 and "unknown preset 'nope'" in capsys.readouterr().err
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m moozi.cli presets | true; echo ${{PIPESTATUS[0]}}"],
+                          capture_output=True, text=True, env={**__import__("os").environ, "PYTHONUNBUFFERED": "1"})
+    assert done.stdout.strip() == "0" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done

@@ -331,9 +331,28 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from moozi.presets import preset_names
+    import yaml
 
-    print("\n".join(preset_names()))
+    from moozi.presets import load_preset, preset_header, preset_names
+
+    if args.name is not None:
+        data = load_preset(args.name)  # an unknown name: one line listing the presets (exit 2)
+        data.pop("base", None)
+        if args.name in preset_names():
+            print("# " + preset_header(args.name) + f"\n# why each setting: docs/presets.md#{args.name}")
+        print(yaml.safe_dump(data, sort_keys=False).rstrip())
+        return 0
+    rows = {n: {"game": load_preset(n).get("env", {}).get("name", "?"), "header": preset_header(n)}
+            for n in preset_names()}
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    import textwrap
+
+    wide = max(map(len, rows)), max(len(r["game"]) for r in rows.values())
+    for name, row in rows.items():
+        print(f"{name:<{wide[0]}}  {row['game']:<{wide[1]}}  {textwrap.shorten(row['header'], 80, placeholder=' ...')}")
+    print("moozi presets NAME shows one in full; docs/presets.md says why each setting")
     return 0
 
 

@@ -79,7 +79,11 @@ def run() -> None:
     """
     import os
 
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:  # the reader went away (`moozi presets | head`): nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        code = 0
     if code == 130:
         sys.stdout.flush()
         sys.stderr.flush()

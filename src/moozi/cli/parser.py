@@ -439,7 +439,12 @@ def _add_zoo(sub) -> None:
 
 
 def _add_presets(sub) -> None:
-    presets = sub.add_parser("presets", help="list the preset names")
+    presets = sub.add_parser("presets", help="list the presets (name, game, what each is), or show one in full",
+                             description="Without NAME: one line per packaged preset (its name, its game, the first "
+                                         "line of its header). With NAME: its header and every key it sets, its "
+                                         "base merged in (what `moozi train --preset NAME` starts from).")
+    presets.add_argument("name", nargs="?", default=None, help="a preset to show in full")
+    presets.add_argument("--json", action="store_true", help="the list as one JSON object: name -> {game, header}")
     presets.set_defaults(func=_presets)
 
 

@@ -11,6 +11,20 @@ def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in files("moozi.presets").iterdir() if p.name.endswith(".yaml"))
 
 
+def preset_header(name: str) -> str:
+    """A packaged preset's header: its comment lines before the link to docs/presets.md, as one line."""
+    from importlib.resources import files
+
+    lines = []
+    for line in (files("moozi.presets") / f"{name}.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# Why each setting"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return " ".join(lines)
+
+
 def is_preset_path(name: str) -> bool:
     """``--preset`` names a YAML file (not a packaged preset) when it ends with .yaml/.yml or has a path separator."""
     import os
