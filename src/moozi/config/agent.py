@@ -65,8 +65,8 @@ class ModelConfig:
     compute_dtype: the dtype the convolutions and dense layers multiply in:
       ``"float32"`` or ``"bfloat16"`` (mixed precision for GPUs and TPUs:
       parameters, optimizer state, LayerNorm statistics, the residual stream
-      and everything that leaves the model stay float32; docs/gpu.md says
-      what it was measured to cost and gain). Checkpoints do not change.
+      and everything that leaves the model stay float32; what it was measured
+      to change: docs/results/gpu-prep/bf16). Checkpoints do not change.
     """
 
     kind: Literal["resnet", "mlp"] = "resnet"
