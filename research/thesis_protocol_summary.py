@@ -140,6 +140,15 @@ def merge(old: dict, new: dict) -> dict:
     return out
 
 
+def compact_lists(text: str) -> str:
+    """Indented JSON with each innermost list of numbers (a curve's ``[frames, score]``, an interval) on one line:
+    the same data in about half the bytes of one number per line (the card's summary stays under 20 KB)."""
+    import re
+
+    return re.sub(r"\[\s*(-?[0-9.eE+-]+(?:,\s*-?[0-9.eE+-]+)*)\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default="runs")
@@ -152,7 +161,7 @@ def main() -> None:
         old = json.loads(out.read_text())
         summary = merge(old, summary)
         summary.update({k: old[k] for k in args.keep if k in old})
-    out.write_text(json.dumps(summary, indent=1) + "\n")
+    out.write_text(compact_lists(json.dumps(summary, indent=1)) + "\n")
     print(json.dumps({g: {k: v for k, v in summary[g].items() if k in ("mean", "iqm", "iqm_ci")}
                       | {"seeds": len(summary[g]["seeds"]), "ppo_seeds": len(summary["ppo"][g]["seeds"])}
                       for g in GAMES}))

@@ -115,3 +115,14 @@ def test_thesis_protocol_summary_merges_instead_of_replacing():
     assert seeds == [(0, 500, LOST), (0, 100, "running"), (1, 900, "running")]
     assert [s["final_mean"] for s in out["ppo"]["breakout"]["seeds"]] == [10.0, 20.0, 60.0]
     assert out["ppo"]["breakout"]["mean"] == 30.0 and out["machine"] == "by hand"
+
+
+def test_the_summary_keeps_each_list_of_numbers_on_one_line():
+    import json
+
+    from research.thesis_protocol_summary import compact_lists
+
+    data = {"curve": [[307200, 4.5], [614400, -8.4375e-3]], "final_ci": [34.25, 41.65], "seeds": [{"seed": 0}], "x": []}
+    text = compact_lists(json.dumps(data, indent=1))
+    assert json.loads(text) == data
+    assert '"final_ci": [34.25, 41.65]' in text and "[307200, 4.5]" in text and "[614400, -0.0084375]" in text
