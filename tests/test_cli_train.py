@@ -47,7 +47,7 @@ def test_train_refuses_to_overwrite_a_run(ttt_run, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train", "--preset", "nope"], "unknown preset 'nope': available presets are 2048, asterix, atari-pong"),
+        (["train", "--preset", "nope"], "unknown preset 'nope': available presets are 2048, asterix, asterix-gpu, atari-pong"),
         (["train", "--preset", "cartpole", "schedule.batchsize=3"], "unknown key schedule.batchsize"),
         (["train", "--preset", "cartpole", "driver.batch_size=3"], "driver.batch_size has moved: it is now schedule.batch_size"),
         (["train", "--preset", "cartpole", "planner.temperature=0.5"], "planner.temperature has moved: it is now acting.temperature"),
