@@ -17,9 +17,7 @@ def preset_header(name: str) -> str:
 
     lines = []
     for line in (files("moozi.presets") / f"{name}.yaml").read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        if line.startswith("# Why each setting"):
+        if not line.startswith("#") or line.startswith("# Why each setting"):
             break
         lines.append(line.lstrip("# ").strip())
     return " ".join(lines)
