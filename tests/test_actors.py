@@ -267,8 +267,24 @@ def test_single_player_test_game_returns():
     cfg = PolicyConfig(spec=pool.spec, planner=PLANNERS["greedy"], discount=1.0, history_length=1, mode="test")
     actor = PoolActor(pool, model, cfg, 1, jax.random.key(0))
     actor.set_params(0, model.init(jax.random.key(0)))
-    results = play_games(actor, 6)
+    calls = []
+    results = play_games(actor, 6, progress=lambda *c: calls.append(c))
     assert [(agent_return(g.trajectory, 0, False), g.length) for g in results] == [(3.0, 3)] * 6
+    # progress after every segment (1 step of 3 games): the moves climb by 3, the games over up to 2 a game slot
+    assert [c[2] for c in calls] == [3 * (i + 1) for i in range(len(calls))]
+    assert all(c[1] == 6 for c in calls) and calls[-1][0] == 6
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls) and calls[0][0] == 0
+
+
+def test_eval_progress_says_a_line_a_minute_and_none_before():
+    from moozi.eval.evaluate import EvalProgress
+
+    ticks, lines = iter([0.0, 10.0, 61.0, 70.0, 125.0]), []
+    progress = EvalProgress(lines.append, every_s=60.0, clock=lambda: next(ticks))
+    for finished, moves in [(0, 640), (1, 7_040), (1, 7_680), (3, 12_800)]:
+        progress(finished, 6, moves)
+    assert lines == ["moozi eval: 1 of 6 games over, 7,040 moves played, 1.0 min",
+                     "moozi eval: 3 of 6 games over, 12,800 moves played, 2.1 min"]
 
 
 def test_host_random_opponent_is_legal():

@@ -20,7 +20,8 @@ def _eval(args: argparse.Namespace) -> int:
     settings = _test_settings(args)
     _log_console()
     result = evaluate(args.run_dir, opponent=args.opponent, games=args.games, seed=args.seed,
-                      checkpoint=args.checkpoint, settings=settings)
+                      checkpoint=args.checkpoint, settings=settings,
+                      say=lambda line: print(line, file=sys.stderr, flush=True))
     print(json.dumps(result))
     note = few_outcomes_note(result)
     if note:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,15 +124,33 @@ def few_outcomes_note(result: dict) -> str | None:
             "--random-move-prob 0.01 (or --temperature) plays a spread of games")
 
 
+class EvalProgress:
+    """:func:`~moozi.workers.play_games`'s progress as one line every ``every_s`` seconds, none before: 64 games of
+    7,200 moves run for minutes, and a silent evaluation looks hung. ``say(line)`` prints it (the CLI: stderr)."""
+
+    def __init__(self, say, every_s: float = 60.0, clock=time.monotonic):
+        self.say, self.every_s, self.clock = say, every_s, clock
+        self.start = self.last = clock()
+
+    def __call__(self, finished: int, wanted: int, moves: int) -> None:
+        now = self.clock()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        self.say(f"moozi eval: {finished} of {wanted} games over, {moves:,} moves played, "
+                 f"{(now - self.start) / 60:.1f} min")
+
+
 def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
          checkpoint: str = "latest", record_frames: bool = False, with_spec: bool = False,
-         settings: TestSettings | None = None):
+         settings: TestSettings | None = None, say=None):
     """Play ``games`` games of a run's checkpoint (test planner; greedy moves unless ``settings`` or the
     run's ``testing`` section add randomness).
 
     ``checkpoint``: ``"latest"`` (the newest good one), ``"best"`` or an update
     count (:func:`moozi.run_dir.find_checkpoint`). ``record_frames`` keeps
-    each game's observations (to draw them).
+    each game's observations (to draw them). ``say``, where given, gets a
+    progress line every minute (:class:`EvalProgress`).
 
     Returns ``(config, two_player, episodes, checkpoint metadata)`` (and the game's
     spec with ``with_spec``); each :class:`~moozi.workers.Episode` holds the whole
@@ -159,7 +178,7 @@ def play(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: 
                            num_envs=num_envs, opponent=opp, record_frames=record_frames)
         try:
             actor.set_params(0, run.params)
-            results = play_games(actor, games)
+            results = play_games(actor, games, progress=None if say is None else EvalProgress(say))
         finally:
             actor.close()
     finally:
@@ -221,12 +240,14 @@ def play_in_arena(run_dir: Path | str, opponent: str, games: int, seed: int = 0,
 
 
 def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, seed: int = 0,
-             checkpoint: str = "latest", settings: TestSettings | None = None) -> dict:
+             checkpoint: str = "latest", settings: TestSettings | None = None, say=None) -> dict:
     """Play ``games`` games of a trained agent against ``opponent``; a JSON-ready summary.
 
     Two-player games: the agent takes each seat in half of the games (exactly
     half when ``games`` is even); results are from the agent's point of view.
-    Single-player games ignore the opponent and report returns.
+    Single-player games ignore the opponent and report returns. ``say``: a
+    progress line every minute of play against the built-in opponents and on
+    single-player games (:class:`EvalProgress`).
     """
     from moozi.eval.perfect import OPPONENTS
 
@@ -237,7 +258,7 @@ def evaluate(run_dir: Path | str, opponent: str = "random", games: int = 100, se
         env.close()
         if two:
             return _evaluate_in_arena(run_dir, opponent, games, seed, checkpoint, settings or TestSettings())
-    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint, settings=settings)
+    config, two_player, results, meta = play(run_dir, opponent, games, seed, checkpoint, settings=settings, say=say)
     returns = np.array([agent_return(g.trajectory, g.agent_seat, two_player) for g in results])
     seats = np.array([g.agent_seat for g in results])
     out = {

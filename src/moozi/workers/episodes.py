@@ -166,20 +166,27 @@ def _with_legal(steps: dict) -> dict:
     return steps
 
 
-def play_games(actor, num_games: int, max_calls: int = 100_000) -> list[Episode]:
+def play_games(actor, num_games: int, max_calls: int = 100_000, progress=None) -> list[Episode]:
     """Run a test actor until ``num_games`` games finished, evenly across its environments.
 
     Taking the first games to finish would favour short episodes, so every
     environment plays the same number of games (``ceil(num_games / B)``) and
     the first ``num_games`` of those, taken round-robin over the
-    environments, are returned.
+    environments, are returned. ``progress(finished, wanted, moves)``, where
+    given, is called after every actor segment: games finished that count
+    (at most ``per_env`` an environment), ``per_env * B``, and the moves played
+    so far in all environments.
     """
     per_env = -(-num_games // actor.num_envs)
     games: list[list[Episode]] = [[] for _ in range(actor.num_envs)]
+    moves = 0
     for _ in range(max_calls):
-        episodes, _ = actor.run()
+        episodes, metrics = actor.run()
         for ep in episodes:
             games[ep.env_index].append(ep)
+        if progress is not None:
+            moves += int(metrics.get("acting/env_steps", 0))
+            progress(sum(min(len(g), per_env) for g in games), per_env * actor.num_envs, moves)
         if min(len(g) for g in games) >= per_env:
             ordered = [games[b][i] for i in range(per_env) for b in range(actor.num_envs)]
             return ordered[:num_games]
