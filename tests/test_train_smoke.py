@@ -78,4 +78,10 @@ def test_preset_trains_a_few_updates(preset, tmp_path, capsys):
     assert any("loss/total" in row for row in rows)
     assert (run / "config.yaml").exists() and (run / "train.log").exists()
     assert list((run / "checkpoints").iterdir())
+    if preset == "openspiel-ewn":  # Stochastic MuZero's search drawn: afterstates and chance outcomes (two players)
+        capsys.readouterr()
+        assert main(["tree", str(run), "--episode-step", "1", "--simulations", "8", "--out-dir", str(tmp_path)]) == 0
+        tree = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        svg = open(tree["svg"]).read()
+        assert tree["nodes"] > 3 and "afterstate" in svg and "chance " in svg
     assert list((run / "tb").iterdir())

@@ -151,3 +151,101 @@ def test_analysis_line_is_for_the_root_player(monkeypatch):
     assert [s["action"] for s in two] == [2, 0, -1]  # environment actions; -1 the dummy below the root
     assert [(s["reward"], s["value"]) for s in two] == [(1.0, -0.25), (-2.0, 0.5), (-1.0, -0.75)]
     assert [(s["reward"], s["value"]) for s in one] == [(1.0, 0.25), (2.0, 0.5), (-1.0, 0.75)]
+
+
+def _coin_tree(two_player: bool = False, sims: int = 24):
+    """Stochastic MuZero's tree on a hand-made game with chance (tests/test_stochastic.py's coin game): move 1
+    (augmented) flips a fair coin paying +1 or -1, move 2 pays 0.4 for sure (its one outcome); every value 0,
+    move 2's afterstate valued 0.4."""
+    from moozi.planner import RootEval, stochastic_search, with_chance_edges
+    from tests.test_stochastic import _coin_game
+
+    steps = _coin_game()
+    root = RootEval(jnp.zeros(1), jnp.zeros(1), jnp.zeros((1, 3)))
+    config = PlannerConfig(kind="puct", num_simulations=sims, dirichlet_fraction=0.0, max_depth=1)
+    out, tree = stochastic_search(None, jax.random.key(0), root, steps, jnp.ones((1, 2), bool), config,
+                                  discount=1.0, two_player=two_player, temperature=0.0, return_tree=True)
+    tree = with_chance_edges(None, steps, tree, discount=1.0, two_player=two_player)
+    return out, jax.device_get(tree)
+
+
+def test_golden_tree_with_chance():
+    """Afterstates and outcomes as records, by hand: below move 1 the coin's two outcomes (probability 1/2,
+    reward +1 and -1, Q = reward + discount x 0), below move 2 its one outcome (probability 1, reward 0.4);
+    every afterstate has prior 1/2 (uniform over the two legal moves), reward 0, Q its value."""
+    out, tree = _coin_tree()
+    nodes = tree_nodes(tree)
+    by_parent: dict = {}
+    for n in nodes:
+        by_parent.setdefault(n.parent, []).append(n)
+    moves = {n.action: n for n in by_parent[0]}
+    assert set(moves) == {1, 2} and all(n.afterstate and n.outcome is None and n.depth == 1 for n in moves.values())
+    assert all(n.prior == pytest.approx(0.5) and n.reward == 0.0 for n in moves.values())
+    assert moves[2].raw_value == pytest.approx(0.4) and moves[1].raw_value == pytest.approx(0.0)
+    coin = {n.outcome: n for n in by_parent[moves[1].id]}
+    sure = {n.outcome: n for n in by_parent[moves[2].id]}
+    assert set(coin) == {0, 1} and set(sure) == {0}
+    assert [(coin[c].prior, coin[c].reward, coin[c].q) for c in (0, 1)] == [
+        pytest.approx((0.5, 1.0, 1.0)), pytest.approx((0.5, -1.0, -1.0))]
+    assert (sure[0].prior, sure[0].reward, sure[0].q) == pytest.approx((1.0, 0.4, 0.4))
+    assert all(not n.afterstate and n.depth == 2 and n.action == 3 + n.outcome for n in [*coin.values(), *sure.values()])
+    assert sum(n.visits for n in coin.values()) <= moves[1].visits  # an afterstate's first visit expands it only
+    assert path_to(nodes, sure[0]) == [2] and path_to(nodes, moves[1]) == [1]  # outcomes are not moves
+    # the line a move at a time: the sure 0.4 (chosen), then the state after its outcome
+    from moozi.search_tree import predicted_moves
+
+    assert int(out.action[0]) == 2
+    assert [(m.id, a.id) for m, a in predicted_moves(nodes, 2)] == [(moves[2].id, sure[0].id)]
+    # two players: the outcome's edge carries -gamma, the afterstate's +1
+    _, two = _coin_tree(two_player=True)
+    assert float(two.extra_data.discount) == -1.0
+    import numpy as np
+
+    from moozi.planner import ChanceEdges
+
+    with pytest.raises(ValueError, match="chance edges"):
+        tree_nodes(tree.replace(extra_data=None))
+    assert isinstance(tree.extra_data, ChanceEdges) and np.asarray(tree.extra_data.probs).shape == (1, 25, 2)
+
+
+def test_tree_with_chance_checked_and_drawn():
+    """Against a game where move 1 always pays +1 and move 2 is illegal: the coin's -1 outcome is flagged, move 2
+    is flagged illegal at its afterstate and its outcome sits below an illegal move; the drawing names both kinds
+    of node and adds the chance legend."""
+    _, tree = _coin_tree()
+    nodes = tree_nodes(tree)
+
+    def follow(actions):  # environment actions 0 (augmented 1) and 1 (augmented 2)
+        out = []
+        for a in actions:
+            out.append((True, 1.0, False) if a == 0 else (False, 0.0, False))
+        return out
+
+    checked = {n.id: n for n in check_against_game(nodes, follow)}
+    move1, move2 = (next(n for n in checked.values() if n.parent == 0 and n.action == a) for a in (1, 2))
+    assert move1.legal is True and move1.true_reward is None and move1.flags == ()
+    assert move2.legal is False and move2.flags == ("illegal move searched",)
+    coin = {n.outcome: n for n in checked.values() if n.parent == move1.id}
+    assert coin[0].true_reward == 1.0 and coin[0].flags == () and coin[0].legal is None
+    assert coin[1].flags == ("reward -1.00, game +1.00",)
+    assert [n.flags for n in checked.values() if n.parent == move2.id] == [("below an illegal move",)]
+    svg = to_svg(list(checked.values()), "coin")
+    ET.fromstring(svg)
+    assert "chance 0" in svg and "afterstate" in svg and "a move&#x27;s box is its afterstate" in svg
+    dot = to_dot(list(checked.values()), "coin")
+    assert dot.count("->") == len(nodes) - 1 and "chance 1" in dot
+
+
+def test_analysis_line_with_chance_moves_through_outcomes():
+    """The analysis line of a search with chance: one step per move (the afterstate's visits and prior, the
+    reward and value of the most visited outcome after it)."""
+    from moozi.eval.players.base import _analysis
+
+    _, tree = _coin_tree()
+    nodes = tree_nodes(tree)
+    legal = jnp.ones((1, 2), bool)
+    policy = jnp.asarray([[0.2, 0.8]])
+    path = _analysis(policy, [0.4], policy, [0.0], legal, 0, 24, tree, two_player=False)["path"]
+    move2 = next(n for n in nodes if n.parent == 0 and n.action == 2)
+    assert path == [{"action": 1, "visits": move2.visits, "prior": pytest.approx(0.5), "reward": pytest.approx(0.4),
+                     "value": 0.0}]

@@ -253,6 +253,55 @@ def stochastic_search(params, rng, root: RootEval, steps: ChanceSteps, legal_act
     return (result, out.search_tree) if return_tree else result
 
 
+class ChanceEdges(NamedTuple):
+    """The chance outcomes below each node of a search with chance, which mctx's returned tree leaves out (it
+    cuts the tree's child arrays to the decision nodes' A actions). ``probs``, ``rewards``: ``[B, N, M]``, the
+    model's probability of each outcome at node ``n`` and its reward for the mover (meaningful at afterstate
+    nodes, the tree's chance nodes; other rows are not read); ``discount``: the search's signed discount of an
+    outcome's edge (negative in two-player games)."""
+
+    probs: Array
+    rewards: Array
+    discount: float
+
+
+def with_chance_edges(params, steps: ChanceSteps, tree: mctx.Tree, *, discount: float,
+                      two_player: bool) -> mctx.Tree:
+    """``tree`` (:func:`stochastic_search`'s, ``[B, N]``) with :class:`ChanceEdges` in its ``extra_data``, for the
+    views that draw or read it (:func:`moozi.search_tree.tree_nodes`). Recomputed from the nodes' embeddings
+    (mctx keeps a node's afterstate and its parent's state): every node's move evaluated again from its parent's
+    state for the outcome probabilities, and every outcome stepped from its afterstate for the reward, ``N x M``
+    model steps per search (so the playing path never pays it)."""
+    emb = tree.embeddings
+    batch, nodes = tree.node_visits.shape
+    num_actions = tree.children_prior_logits.shape[-1]
+    parents = jnp.maximum(tree.parents, 0)
+    actions = jnp.clip(tree.action_from_parent, 0, num_actions - 1)  # outcome edges' rows are not read
+
+    def by_parent(x):
+        return jnp.take_along_axis(x, parents.reshape(batch, nodes, *([1] * (x.ndim - 2))), axis=1)
+
+    def flat(x):
+        return x.reshape(batch * nodes, *x.shape[2:])
+
+    parent_state = jax.tree.map(lambda x: flat(by_parent(x)), emb.state_embedding)
+    _, _, logits = steps.afterstate(params, parent_state, flat(actions))
+    outcomes = logits.shape[-1]
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).reshape(batch, nodes, outcomes)
+    after = jax.tree.map(lambda x: jnp.repeat(flat(x), outcomes, axis=0), emb.afterstate_embedding)
+    codes = jnp.tile(jnp.arange(outcomes, dtype=jnp.int32), batch * nodes)
+    rewards = steps.chance(params, after, codes).reward.astype(jnp.float32).reshape(batch, nodes, outcomes)
+    return tree.replace(extra_data=ChanceEdges(probs, rewards, signed_discount(discount, two_player)))
+
+
+def readable_tree(model, params, tree: mctx.Tree, *, discount: float, two_player: bool) -> mctx.Tree:
+    """The learned ``model``'s search tree as the views read it: :func:`with_chance_edges` for a model with
+    chance, the tree itself otherwise."""
+    if not model.config.chance_outcomes:
+        return tree
+    return with_chance_edges(params, learned_chance_steps(model), tree, discount=discount, two_player=two_player)
+
+
 def _search_output(out, invalid, root: RootEval, depth_per_move: int = 1) -> SearchOutput:
     """mctx's ``PolicyOutput`` as a :class:`SearchOutput` (the policy renormalised over the valid actions)."""
     summary = out.search_tree.summary()

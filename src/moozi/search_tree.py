@@ -2,7 +2,14 @@
 
 :func:`tree_nodes` turns one element of an ``mctx.Tree`` (the planner's ``return_tree`` output) into the
 visited :class:`TreeNode` records; :func:`path_to` gives a node's actions from the root; :func:`principal_path`
-the search's predicted line (the most visited child at every node).
+the search's predicted line (the most visited child at every node); :func:`predicted_moves` the same line a move
+at a time.
+
+A search with chance (Stochastic MuZero) alternates two kinds of node below a state: a move leads to an
+*afterstate* (a chance node: the position after the move, before chance), and each of the model's chance
+outcomes leads from there to the next state. Its records say which (``afterstate``, ``outcome``), read the
+outcomes' probabilities and rewards from the tree's :class:`moozi.planner.ChanceEdges`, and every function here
+counts moves, not tree levels, where it speaks of moves.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ class TreeNode:
     parent's point of view (reward + discount x value). The last four are filled
     by :func:`check_against_game`: true_reward, legal (False: the game forbids
     the move; None: the game had ended before it), flags (why it disagrees).
+
+    In a search with chance: ``afterstate`` marks the node a move leads to (its value
+    and Q are the mover's, its reward 0); ``outcome`` is the chance outcome that led
+    from the afterstate above to this state (``action`` is then mctx's index of it,
+    ``A + outcome``; prior: the outcome's probability; reward: the model's reward of
+    the move with this outcome).
     """
 
     id: int
@@ -40,6 +53,8 @@ class TreeNode:
     legal: bool | None = None
     game_over: bool = False
     flags: tuple[str, ...] = field(default_factory=tuple)
+    afterstate: bool = False
+    outcome: int | None = None
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -48,10 +63,20 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 def tree_nodes(tree, index: int = 0) -> list[TreeNode]:
-    """The visited nodes of batch element ``index`` of an ``mctx.Tree`` (numpy or JAX arrays), root first."""
+    """The visited nodes of batch element ``index`` of an ``mctx.Tree`` (numpy or JAX arrays), root first. A
+    search with chance needs its :class:`moozi.planner.ChanceEdges` in ``tree.extra_data``
+    (:func:`moozi.planner.readable_tree`)."""
     g = {k: np.asarray(getattr(tree, k))[index] for k in (
         "node_visits", "node_values", "raw_values", "parents", "action_from_parent", "children_prior_logits",
         "children_rewards", "children_discounts", "children_values", "root_invalid_actions")}
+    decision = getattr(tree.embeddings, "is_decision_node", None)
+    edges = getattr(tree, "extra_data", None)
+    if decision is not None:
+        if not hasattr(edges, "probs"):
+            raise ValueError("a search tree with chance needs its chance edges: moozi.planner.readable_tree(...)")
+        decision = np.asarray(decision)[index]
+        probs, rewards = np.asarray(edges.probs)[index], np.asarray(edges.rewards)[index]
+    num_actions = g["children_prior_logits"].shape[-1]
     nodes: list[TreeNode] = []
     depth = {0: 0}
     for n in range(g["node_visits"].shape[0]):
@@ -59,6 +84,14 @@ def tree_nodes(tree, index: int = 0) -> list[TreeNode]:
             continue
         parent = int(g["parents"][n])
         action = int(g["action_from_parent"][n]) if parent >= 0 else 0
+        if parent >= 0 and decision is not None and not decision[parent]:  # a chance outcome below an afterstate
+            outcome = action - num_actions
+            prior, reward = float(probs[parent, outcome]), float(rewards[parent, outcome])
+            q = reward + float(edges.discount) * float(g["node_values"][n])
+            depth[n] = depth[parent] + 1
+            nodes.append(TreeNode(n, parent, action, depth[n], int(g["node_visits"][n]), float(g["node_values"][n]),
+                                  float(g["raw_values"][n]), prior, reward, q, outcome=outcome))
+            continue
         if parent >= 0:
             logits = g["children_prior_logits"][parent].astype(np.float64)
             if parent == 0:  # the root's invalid moves are masked out of the prior (as the search does)
@@ -70,16 +103,18 @@ def tree_nodes(tree, index: int = 0) -> list[TreeNode]:
         else:
             prior, reward, q = 1.0, 0.0, float(g["node_values"][n])
         nodes.append(TreeNode(n, parent, action, depth[n], int(g["node_visits"][n]), float(g["node_values"][n]),
-                              float(g["raw_values"][n]), prior, reward, q))
+                              float(g["raw_values"][n]), prior, reward, q,
+                              afterstate=decision is not None and parent >= 0))
     return nodes
 
 
 def path_to(nodes: list[TreeNode], node: TreeNode) -> list[int]:
-    """Augmented actions from the root to ``node``."""
+    """The moves (augmented actions) from the root to ``node``; chance outcomes are not moves and are left out."""
     by_id = {n.id: n for n in nodes}
     path = []
     while node.parent >= 0:
-        path.append(node.action)
+        if node.outcome is None:
+            path.append(node.action)
         node = by_id[node.parent]
     return path[::-1]
 
@@ -102,3 +137,23 @@ def principal_path(nodes: list[TreeNode], first: int | None = None) -> list[Tree
         line.append(best)
         at = best.id
     return line
+
+
+def predicted_moves(nodes: list[TreeNode], first: int | None = None) -> list[tuple[TreeNode, TreeNode]]:
+    """:func:`principal_path` a move at a time: ``(the move's node, the state after it)``, one pair per move. In a
+    search with chance the move's node is its afterstate (visits, prior) and the state after it the most visited
+    outcome below (reward, value; the afterstate again where none was visited: the line ends there); otherwise
+    both are the same node."""
+    line = principal_path(nodes, first)
+    moves: list[tuple[TreeNode, TreeNode]] = []
+    i = 0
+    while i < len(line):
+        node = line[i]
+        if node.afterstate:
+            after = line[i + 1] if i + 1 < len(line) else node
+            moves.append((node, after))
+            i += 2
+        else:
+            moves.append((node, node))
+            i += 1
+    return moves

@@ -11,6 +11,12 @@ true one, or an illegal move the search visited. Stochastic games are
 followed with the game's own random stream from the position (one sample of
 what could happen), so a flag there is a hint, not a proof.
 
+A Stochastic MuZero run's tree is drawn with its two kinds of node: a move's
+box is the afterstate it leads to (legality checked there), and each of the
+model's chance outcomes below it (``chance c``, its probability and the
+model's reward of the move with it, checked against the game's reward of the
+move as the game's own chance played it).
+
 ``moozi tree RUN`` (:func:`view_position`) reaches a position (moves from the
 start, or the test planner's own game after N steps), searches it with the
 test planner and writes ``RUN/trees/tree-UPDATES-POSITION.svg`` and ``.dot``.
@@ -39,10 +45,10 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
         if node.parent < 0:
             out.append(node)
             continue
-        steps = follow([a - 1 for a in path_to(nodes, node)])
+        steps = follow([a - 1 for a in path_to(nodes, node)])  # an outcome's last step: the move above it
         legal, reward, over = steps[-1]
         blocked = any(not ok for ok, _, done in steps[:-1] if not done)  # an earlier illegal move: no real game below
-        if blocked:
+        if blocked or (node.outcome is not None and not over and not legal):
             out.append(replace(node, legal=None, flags=("below an illegal move",)))
             continue
         flags = []
@@ -52,6 +58,10 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
             truth, legal_flag = (float(reward) if legal else None), bool(legal)
             if not legal:
                 flags.append("illegal move searched")
+        if node.afterstate:  # the move's reward is the model's on its outcomes' edges, checked there
+            truth = None
+        elif node.outcome is not None:  # the move's legality is its afterstate's
+            legal_flag = None
         if truth is not None and abs(node.reward - truth) > threshold:
             flags.append(f"reward {node.reward:+.2f}, game {truth:+.2f}")
         out.append(replace(node, true_reward=truth, legal=legal_flag, game_over=over, flags=tuple(flags)))
@@ -60,9 +70,14 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
 
 def _label(n: TreeNode, action_name) -> list[str]:
     """A node's lines; ``action_name(node, env_action)`` names its move (the game's notation where it has one)."""
-    head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n, n.action - 1)}"
+    if n.outcome is not None:
+        head = f"chance {n.outcome}"
+    else:
+        head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n, n.action - 1)}"
     lines = [f"{head}  N={n.visits}", f"Q={n.q:+.3f}  v={n.raw_value:+.3f}"]
-    if n.parent >= 0:
+    if n.afterstate:
+        lines.append(f"p={n.prior:.2f}  afterstate")
+    elif n.parent >= 0:
         lines.append(f"p={n.prior:.2f}  r={n.reward:+.2f}")
         if n.game_over:
             lines.append("game over before")
@@ -79,12 +94,19 @@ def _index_name(node: TreeNode, action: int) -> str:
 
 LEGEND = ("N visits, Q the move's value for its mover (reward + discount x value), v the network's value,",
           "p the prior, r the model's reward, game r the game's; red: the model and the game disagree")
+CHANCE_LEGEND = ("a move's box is its afterstate (Q and v for the mover); 'chance c': the model's outcome c below it,",
+                 "p its probability, r the model's reward of the move with it, game r the game's (its own chance)")
+
+
+def legend(nodes: list[TreeNode]) -> tuple[str, ...]:
+    """The legend's lines for this tree (two more where it has chance outcomes)."""
+    return LEGEND + (CHANCE_LEGEND if any(n.afterstate for n in nodes) else ())
 CHAR_W = 6.8  # monospace 11 px: the width of one character
 
 
 def to_dot(nodes: list[TreeNode], title: str = "", action_name=_index_name) -> str:
     """Graphviz DOT text of the tree (flagged nodes in red)."""
-    out = ["digraph search {", f"  label={_dot_str(chr(10).join((title, *LEGEND)))}; labelloc=t;",
+    out = ["digraph search {", f"  label={_dot_str(chr(10).join((title, *legend(nodes))))}; labelloc=t;",
            "  node [shape=box fontsize=10];"]
     for n in nodes:
         colour = ' color=red fontcolor=red' if n.flags else ""
@@ -127,10 +149,11 @@ def to_svg(nodes: list[TreeNode], title: str = "", action_name=_index_name, box_
         box_w = int(max(len(line) for lines in labels.values() for line in lines) * CHAR_W + 12)
     rows = max(len(lines) for lines in labels.values())
     box_h = rows * line_h + 8
+    notes = legend(nodes)
     picture = 0 if position_png is None else 96
     gap_x, gap_y = 12, 36
-    top = 64 + picture
-    text_w = max(len(title) * 7.5, max(len(line) for line in LEGEND) * 6.2) + 2 * gap_x  # 13 px and 10 px fonts
+    top = 40 + 12 * len(notes) + picture
+    text_w = max(len(title) * 7.5, max(len(line) for line in notes) * 6.2) + 2 * gap_x  # 13 px and 10 px fonts
     width = int(max(max(next_x[0], 1) * (box_w + gap_x) + gap_x, text_w))
     depth = max(n.depth for n in nodes)
     height = int(top + (depth + 1) * (box_h + gap_y))
@@ -144,12 +167,12 @@ def to_svg(nodes: list[TreeNode], title: str = "", action_name=_index_name, box_
            f"<rect width='{width}' height='{height}' fill='white'/>",
            f"<text x='{gap_x}' y='20' font-size='13' font-weight='bold'>{esc(title)}</text>",
            *(f"<text x='{gap_x}' y='{36 + 12 * i}' font-size='10' fill='#555'>{esc(line)}</text>"
-             for i, line in enumerate(LEGEND))]
+             for i, line in enumerate(notes))]
     if position_png is not None:
         import base64
 
         data = base64.b64encode(position_png).decode()
-        out.append(f"<image x='{gap_x}' y='58' width='{picture - 8}' height='{picture - 8}' "
+        out.append(f"<image x='{gap_x}' y='{34 + 12 * len(notes)}' width='{picture - 8}' height='{picture - 8}' "
                    f"href='data:image/png;base64,{data}'/>")
     for n in nodes:
         if n.parent >= 0:
@@ -224,14 +247,18 @@ class GameReplay:
 
 
 def _twin(game: str, kwargs: dict):
-    """The game's OpenSpiel form, to name moves as the game writes them (None: it has none)."""
+    """The game's OpenSpiel form, to name moves as the game writes them (None: it has none, or it has chance: its
+    moves alone do not replay it)."""
     from moozi.config import ConfigError
     from moozi.envs.openspiel_bridge import openspiel_game
 
     try:
-        return openspiel_game(game, kwargs)
+        twin = openspiel_game(game, kwargs)
     except (ConfigError, ImportError):
         return None
+    import pyspiel
+
+    return twin if twin.get_type().chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC else None
 
 
 def move_namer(nodes: list[TreeNode], twin, moves: list[int]):
@@ -267,17 +294,13 @@ def _position_png(spec, ts) -> bytes | None:
 
 
 def _check_drawable(run_dir, config) -> None:
-    """A ConfigError for the runs whose search this view does not draw: AlphaZero mode, Stochastic MuZero."""
+    """A ConfigError for the runs whose search this view does not draw: AlphaZero mode."""
     from moozi.errors import ConfigError
 
     if config.model.dynamics == "simulator":
         raise ConfigError(f"{run_dir} was trained in AlphaZero mode (model.dynamics = simulator): its search steps "
                           "the game itself, and the tree view shows the learned model's search; its search per move "
                           "is shown by `moozi play RUN` (hint) and `moozi gtp RUN` (moozi-analyze)")
-    if config.model.chance_outcomes:
-        raise ConfigError(f"{run_dir} is a Stochastic MuZero run (model.chance_outcomes = "
-                          f"{config.model.chance_outcomes}): its search tree alternates moves and chance outcomes, "
-                          "which the tree view does not draw yet; `moozi embed RUN` shows its model's paths")
 
 
 def view_position(run_dir, moves: list[int] | None = None, episode_step: int | None = None,
@@ -297,7 +320,7 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     import jax.numpy as jnp
 
     from moozi.model.history import history_init, history_observation, history_push
-    from moozi.planner import plan
+    from moozi.planner import plan, readable_tree
     from moozi.run_dir import load_run_config, open_run, views_dir
 
     config = load_run_config(run_dir)
@@ -314,8 +337,9 @@ def view_position(run_dir, moves: list[int] | None = None, episode_step: int | N
     @jax.jit
     def search(frames, actions, legal, key):
         obs = history_observation((frames, actions), A)
-        return plan(model, params, key, obs, legal, config.test_planner, discount=config.targets.discount,
-                    two_player=two, temperature=jnp.zeros(1), gumbel_scale=jnp.zeros(1), return_tree=True)
+        out, tree = plan(model, params, key, obs, legal, config.test_planner, discount=config.targets.discount,
+                         two_player=two, temperature=jnp.zeros(1), gumbel_scale=jnp.zeros(1), return_tree=True)
+        return out, readable_tree(model, params, tree, discount=config.targets.discount, two_player=two)
 
     def history_of(timesteps, played):
         h = history_init(1, spec.observation_shape, L)

@@ -93,24 +93,26 @@ def _analysis(policy, value, prior, net_value, legal, row: int, simulations: int
     legal move the search policy and the prior, most visited first (``moozi play`` hints, ``moozi-analyze``).
 
     With the search's ``tree`` (an ``mctx.Tree``, numpy) also ``path``: the line the search predicts (its chosen
-    move, then the most visited child at every node, :func:`moozi.search_tree.principal_path`), each step's environment action (-1:
-    the dummy action, below the root), visits, prior, and the model's predicted reward of the move and value
-    after it, both for the player to move at the root (signs flipped on the opponent's plies in two-player
-    games)."""
+    move, then the most visited child at every node, a move at a time: :func:`moozi.search_tree.predicted_moves`),
+    each step's environment action (-1: the dummy action, below the root), visits, prior, and the model's
+    predicted reward of the move and value after it, both for the player to move at the root (signs flipped on
+    the opponent's plies in two-player games); with chance, after the most visited outcome of each move."""
     moves = [{"action": int(a), "policy": float(policy[row, a]), "prior": float(prior[row, a])}
              for a in np.flatnonzero(legal[row])]
     moves.sort(key=lambda m: -m["policy"])
     out = {"value": float(value[row]), "network_value": float(net_value[row]), "simulations": simulations,
            "moves": moves}
     if tree is not None:
-        from moozi.search_tree import principal_path, tree_nodes
+        from moozi.search_tree import predicted_moves, tree_nodes
 
-        def mine(depth: int) -> float:  # +1 where the root's player is to move at that depth
-            return -1.0 if two_player and depth % 2 else 1.0
+        def mine(ply: int) -> float:  # +1 where the root's player is to move after `ply` moves
+            return -1.0 if two_player and ply % 2 else 1.0
 
-        out["path"] = [{"action": n.action - 1, "visits": n.visits, "prior": n.prior,
-                        "reward": mine(n.depth - 1) * n.reward, "value": mine(n.depth) * n.value}
-                       for n in principal_path(tree_nodes(tree, row), moves[0]["action"] + 1 if moves else None)]
+        line = predicted_moves(tree_nodes(tree, row), moves[0]["action"] + 1 if moves else None)
+        # a move's reward is its mover's, the value after it the next mover's (an afterstate's: its mover's)
+        out["path"] = [{"action": move.action - 1, "visits": move.visits, "prior": move.prior,
+                        "reward": mine(i) * after.reward, "value": mine(i if after.afterstate else i + 1) * after.value}
+                       for i, (move, after) in enumerate(line)]
     return out
 
 

@@ -165,7 +165,7 @@ class RunPlayer:
         import jax.numpy as jnp
 
         from moozi.model.history import history_observation
-        from moozi.planner import plan
+        from moozi.planner import plan, readable_tree
 
         if not hasattr(self, "_analysis"):
             model, config, planner = self.model, self.config, self.planner
@@ -178,6 +178,7 @@ class RunPlayer:
                 out, tree = plan(model, params, key, obs, legal, planner, discount=config.targets.discount,
                                  two_player=two_player, temperature=0.0, return_tree=True)
                 prior = jax.nn.softmax(jnp.where(legal, root.policy_logits[:, 1:], -jnp.inf), axis=-1)
+                tree = readable_tree(model, params, tree, discount=config.targets.discount, two_player=two_player)
                 return out.root_policy[:, 1:], out.root_value, prior, root.value, tree
 
             self._analysis = jax.jit(analysis)
