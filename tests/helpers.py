@@ -76,3 +76,22 @@ def leaves(tree) -> list:
         return np.asarray(x)
 
     return [data(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def coin_game():
+    """A hand-made search model with chance (augmented actions: dummy + 2 moves): move 1 flips a fair coin that
+    pays +1 or -1 (Q = 0), move 2 pays 0.4 for sure (one outcome); values after are 0, move 2's afterstate 0.4."""
+    import jax.numpy as jnp
+
+    from moozi.planner import ChanceSteps, StepEval
+
+    def afterstate(params, embedding, action):
+        probs = jnp.where((action == 1)[:, None], jnp.asarray([0.5, 0.5]), jnp.asarray([1.0, 0.0]))
+        return action.astype(jnp.float32), jnp.where(action == 1, 0.0, 0.4), jnp.log(jnp.maximum(probs, 1e-9))
+
+    def chance(params, after, outcome):
+        reward = jnp.where(after == 1, jnp.where(outcome == 0, 1.0, -1.0), 0.4)
+        b = outcome.shape[0]
+        return StepEval(jnp.zeros(b), reward, jnp.zeros(b), jnp.zeros((b, 3)))
+
+    return ChanceSteps(afterstate, chance)

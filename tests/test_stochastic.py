@@ -15,9 +15,10 @@ from moozi.losses import loss_fn
 from moozi.model.networks import build_model
 from moozi.model.stochastic import AfterstateOutput, StochasticModel, straight_through
 from moozi.model.transform import scalar_to_target
-from moozi.planner import ChanceSteps, RootEval, StepEval, stochastic_search
+from moozi.planner import RootEval, stochastic_search
 from moozi.targets import make_targets
 from moozi.types import Batch, ModelOutput, Trajectory
+from tests.helpers import coin_game
 
 A = 3  # augmented: dummy + 2 moves
 
@@ -167,27 +168,12 @@ def test_model_kind_parts_and_most_likely_outcome(tiny):
         assert sum(float(jnp.sum(jnp.abs(g))) for g in jax.tree_util.tree_leaves(grads["params"][part])) > 0, part
 
 
-def _coin_game():
-    """Move 1: a fair coin pays +1 or -1 (Q = 0); move 2: pays 0.4 for sure (one outcome). Values after are 0."""
-
-    def afterstate(params, embedding, action):
-        probs = jnp.where((action == 1)[:, None], jnp.asarray([0.5, 0.5]), jnp.asarray([1.0, 0.0]))
-        return action.astype(jnp.float32), jnp.where(action == 1, 0.0, 0.4), jnp.log(jnp.maximum(probs, 1e-9))
-
-    def chance(params, after, outcome):
-        reward = jnp.where(after == 1, jnp.where(outcome == 0, 1.0, -1.0), 0.4)
-        b = outcome.shape[0]
-        return StepEval(jnp.zeros(b), reward, jnp.zeros(b), jnp.zeros((b, A)))
-
-    return ChanceSteps(afterstate, chance)
-
-
 @pytest.mark.parametrize("two_player", [False, True])
 def test_stochastic_search_weighs_outcomes_by_their_chance(two_player):
     """The sure 0.4 beats the fair coin's expected 0, from the mover's point of view in both kinds of game (one
     move deep: ``max_depth`` counts moves, each a move and its chance outcome)."""
     root = RootEval(jnp.zeros(2), jnp.zeros(2), jnp.zeros((2, A)))
-    out = stochastic_search(None, jax.random.key(0), root, _coin_game(), jnp.ones((2, A - 1), bool),
+    out = stochastic_search(None, jax.random.key(0), root, coin_game(), jnp.ones((2, A - 1), bool),
                             PlannerConfig(num_simulations=64, dirichlet_fraction=0.0, max_depth=1), discount=1.0,
                             two_player=two_player, temperature=0.0)
     np.testing.assert_array_equal(out.action, [2, 2])

@@ -158,9 +158,9 @@ def _coin_tree(two_player: bool = False, sims: int = 24):
     (augmented) flips a fair coin paying +1 or -1, move 2 pays 0.4 for sure (its one outcome); every value 0,
     move 2's afterstate valued 0.4."""
     from moozi.planner import RootEval, stochastic_search, with_chance_edges
-    from tests.test_stochastic import _coin_game
+    from tests.helpers import coin_game
 
-    steps = _coin_game()
+    steps = coin_game()
     root = RootEval(jnp.zeros(1), jnp.zeros(1), jnp.zeros((1, 3)))
     config = PlannerConfig(kind="puct", num_simulations=sims, dirichlet_fraction=0.0, max_depth=1)
     out, tree = stochastic_search(None, jax.random.key(0), root, steps, jnp.ones((1, 2), bool), config,

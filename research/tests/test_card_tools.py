@@ -126,3 +126,35 @@ def test_the_summary_keeps_each_list_of_numbers_on_one_line():
     text = compact_lists(json.dumps(data, indent=1))
     assert json.loads(text) == data
     assert '"final_ci": [34.25, 41.65]' in text and "[307200, 4.5]" in text and "[614400, -0.0084375]" in text
+
+
+def test_thesis_protocol_curves_read_the_summary_the_archives_and_the_thesis_log(tmp_path):
+    """Each panel's seeds come from the summary (a PPO seed's curve from its archive when the summary leaves it
+    out), the thesis's curve from its file; the figure is written."""
+    import io
+    import json
+    import tarfile
+
+    from research.thesis_protocol_curves import draw, panel_data
+
+    archives = tmp_path / "results-data"
+    archives.mkdir()
+    with tarfile.open(archives / "thesis-protocol__ppo-freeway-thesis-s1.tar.xz", "w:xz") as tar:
+        data = json.dumps({"curve": [[500000, 20.0], [1000000, 30.0]]}).encode()
+        info = tarfile.TarInfo("ppo-freeway-thesis-s1/result.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    summary = {"freeway": {"thesis": 68.6, "seeds": [{"seed": 0, "curve": [[300000, 1.0]], "status": "running"}]},
+               "ppo": {"freeway": {"seeds": [{"seed": 1, "status": "done", "final_mean": 58.0}]}}}
+    thesis = {"freeway": {"curve": [[0, 0.2], [1321056, 17.9]], "label": "thesis"}}
+    got = panel_data(summary, thesis, "freeway", archives)
+    assert got["moozi"] == [{"seed": 0, "status": "running", "final": None, "curve": [[300000, 1.0]]}]
+    assert got["ppo"][0]["curve"] == [[500000, 20.0], [1000000, 30.0]] and got["ppo"][0]["final"] == 58.0
+    assert got["thesis_curve"] == [[0, 0.2], [1321056, 17.9]] and got["thesis_figure"] == 68.6
+    assert panel_data(summary, thesis, "asterix", archives)["moozi"] == []
+    card = tmp_path / "card"
+    card.mkdir()
+    (card / "summary.json").write_text(json.dumps(summary))
+    (card / "thesis-curves.json").write_text(json.dumps(thesis))
+    out = draw(card, card / "curves.png")
+    assert (card / "curves.png").read_bytes()[:4] == b"\x89PNG" and out["games"]["freeway"]["thesis_points"] == 2
