@@ -101,6 +101,8 @@ CHANCE_LEGEND = ("a move's box is its afterstate (Q and v for the mover); 'chanc
 def legend(nodes: list[TreeNode]) -> tuple[str, ...]:
     """The legend's lines for this tree (two more where it has chance outcomes)."""
     return LEGEND + (CHANCE_LEGEND if any(n.afterstate for n in nodes) else ())
+
+
 CHAR_W = 6.8  # monospace 11 px: the width of one character
 
 
