@@ -99,13 +99,13 @@ def draw(card: Path, out: Path) -> dict:
                      "tests by env frames", fontsize=10)
         fig.tight_layout()
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=66)
+        fig.savefig(out, dpi=72)
     finally:
         plt.close(fig)
     from PIL import Image
 
-    with Image.open(out) as im:  # a palette of 24 colours: the card's folder has a size cap
-        small = im.convert("RGB").quantize(colors=24)
+    with Image.open(out) as im:  # a palette of 48 colours: the card's folder has a size cap
+        small = im.convert("RGB").quantize(colors=48, method=Image.Quantize.FASTOCTREE)
     small.save(out, optimize=True)
     return {"png": str(out), "games": drawn}
 
