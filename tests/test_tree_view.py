@@ -249,3 +249,14 @@ def test_analysis_line_with_chance_moves_through_outcomes():
     move2 = next(n for n in nodes if n.parent == 0 and n.action == 2)
     assert path == [{"action": 1, "visits": move2.visits, "prior": pytest.approx(0.5), "reward": pytest.approx(0.4),
                      "value": 0.0}]
+
+
+def test_labels_never_read_minus_zero():
+    # A value that rounds to zero is written +0.000 (mctx's Q of an unvisited edge can be -0.0 or -1e-9).
+    from dataclasses import replace
+
+    _, nodes = _exact_tree("XX./OO./...", "X", sims=8)
+    tiny = [replace(n, q=-1e-9, raw_value=-0.0, reward=-0.004) if i == 1 else n for i, n in enumerate(nodes)]
+    dot = to_dot(tiny, "t")
+    assert "-0.00" not in dot and "Q=+0.000  v=+0.000" in dot and "r=+0.00" in dot
+    assert "Q=-0.001" in to_dot([replace(n, q=-0.0006) if i == 1 else n for i, n in enumerate(nodes)], "t")

@@ -63,9 +63,15 @@ def check_against_game(nodes: list[TreeNode], follow, threshold: float = 0.25) -
         elif node.outcome is not None:  # the move's legality is its afterstate's
             legal_flag = None
         if truth is not None and abs(node.reward - truth) > threshold:
-            flags.append(f"reward {node.reward:+.2f}, game {truth:+.2f}")
+            flags.append(f"reward {_signed(node.reward, 2)}, game {_signed(truth, 2)}")
         out.append(replace(node, true_reward=truth, legal=legal_flag, game_over=over, flags=tuple(flags)))
     return out
+
+
+def _signed(x: float, digits: int) -> str:
+    """``x`` with its sign and ``digits`` decimals; a value that rounds to zero reads +0.000, never -0.000."""
+    rounded = round(float(x), digits)
+    return f"{rounded if rounded != 0 else 0.0:+.{digits}f}"
 
 
 def _label(n: TreeNode, action_name) -> list[str]:
@@ -74,17 +80,17 @@ def _label(n: TreeNode, action_name) -> list[str]:
         head = f"chance {n.outcome}"
     else:
         head = "root" if n.parent < 0 else "dummy" if n.action == 0 else f"{action_name(n, n.action - 1)}"
-    lines = [f"{head}  N={n.visits}", f"Q={n.q:+.3f}  v={n.raw_value:+.3f}"]
+    lines = [f"{head}  N={n.visits}", f"Q={_signed(n.q, 3)}  v={_signed(n.raw_value, 3)}"]
     if n.afterstate:
         lines.append(f"p={n.prior:.2f}  afterstate")
     elif n.parent >= 0:
-        lines.append(f"p={n.prior:.2f}  r={n.reward:+.2f}")
+        lines.append(f"p={n.prior:.2f}  r={_signed(n.reward, 2)}")
         if n.game_over:
             lines.append("game over before")
         elif n.legal is False:
             lines.append("illegal in the game")
         elif n.true_reward is not None:
-            lines.append(f"game r={n.true_reward:+.2f}")
+            lines.append(f"game r={_signed(n.true_reward, 2)}")
     return lines
 
 
