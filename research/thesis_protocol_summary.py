@@ -62,9 +62,9 @@ def aggregate(finals: list[float], reps: int = 5000) -> dict:
 def moozi_seed(run: Path, budget: int) -> dict:
     """One moozi run's entry: its tests by env frames, and its final evaluation on the original package."""
     rows = read_metrics(run)
-    curve = [[int(r["env_steps"]), float(r["test/return_mean"])] for r in rows if "test/return_mean" in r]
+    curve = [[int(r["env_steps"]), round(float(r["test/return_mean"]), 2)] for r in rows if "test/return_mean" in r]
     frames = max((int(r["env_steps"]) for r in rows if "env_steps" in r), default=0)
-    entry = {"seed": int(run.name.rsplit("-s", 1)[1]), "run": run.name, "env_frames": frames, "curve": curve,
+    entry = {"seed": int(run.name.rsplit("-s", 1)[1]), "env_frames": frames, "curve": curve,
              "status": "done" if frames >= budget else "running", "final_mean": None, "final_ci": None,
              "games": None}
     final = run / "final-minatar.json"
@@ -81,12 +81,37 @@ def moozi_seed(run: Path, budget: int) -> dict:
 
 
 def ppo_seed(result: dict) -> dict:
+    """One PPO run's entry; its curve stays in its archive (:data:`PPO_CURVES_IN`), its full evaluations too."""
     f = result["final"]
     return {"seed": result["seed"], "env_frames": result["env_frames"], "final_mean": f["mean"], "final_ci": f["ci"],
-            "games": f["games"], "final_package": f["package"], "final_port": result["final_port"],
-            "curve_in": f"results-data/thesis-protocol__ppo-{result['game']}-{result['protocol_name']}-s{result['seed']}"
-                        ".tar.xz (result.json: its tests every 0.5M frames; kept out of here for the 20 KB cap)",
-            "wall_s": result["wall_s"], "status": "done"}
+            "games": f["games"], "final_package": f["package"], "wall_s": round(result["wall_s"]), "status": "done"}
+
+
+PPO_CURVES_IN = ("results-data/thesis-protocol__ppo-GAME-PROTOCOL-sSEED.tar.xz (result.json: tests every 0.5M frames, "
+                 "the final evaluation's games, min and max, and the same agent's 64 games on gymnax's port)")
+
+
+def slimmed(summary: dict) -> dict:
+    """The summary as this script writes it now, older entries included: moozi's curves to 2 decimals (16-game
+    means; the exact ones are in each run's archived metrics) and no ``run`` (it is ``tp-GAME-sSEED``); each PPO
+    entry as :func:`ppo_seed` writes it, its curve left in its archive where one exists (named once by
+    ``ppo_curves_in``). The card's summary stays under the results' 20 KB cap with twelve runs' curves."""
+    for game in GAMES:
+        for seed in summary.get(game, {}).get("seeds", []):
+            seed.pop("run", None)
+            seed["curve"] = [[int(f), round(float(v), 2)] for f, v in seed.get("curve", [])]
+    for key, protocol in (("ppo", "thesis"), ("ppo_gymnax_protocol", "gymnax")):
+        for game, entry in summary.get(key, {}).items():
+            for seed in entry.get("seeds", []):
+                archive = f"results-data/thesis-protocol__ppo-{game}-{protocol}-s{seed['seed']}.tar.xz"
+                if (ROOT / archive).exists():
+                    seed.pop("curve", None)
+                    seed.pop("curve_in", None)
+                    seed.pop("final_port", None)
+                if "wall_s" in seed:
+                    seed["wall_s"] = round(seed["wall_s"])
+    summary["ppo_curves_in"] = PPO_CURVES_IN
+    return summary
 
 
 def summarize(runs: Path) -> dict:
@@ -111,7 +136,7 @@ def _merged_seeds(old: list[dict], new: list[dict], moozi: bool) -> list[dict]:
     """``new`` entries (from folders) over ``old`` ones (the summary's): see :func:`merge`."""
     out = list(new)
     for entry in old:
-        same = [e for e in new if (e.get("run") == entry.get("run") if moozi else e["seed"] == entry["seed"])]
+        same = [e for e in new if e["seed"] == entry["seed"]]  # a game's runs are tp-GAME-sSEED, one per seed
         if not same:
             out.append(entry)
         elif moozi and entry.get("status") == "running" and entry["env_frames"] > same[0]["env_frames"]:
@@ -140,13 +165,39 @@ def merge(old: dict, new: dict) -> dict:
     return out
 
 
-def compact_lists(text: str) -> str:
-    """Indented JSON with each innermost list of numbers (a curve's ``[frames, score]``, an interval) on one line:
-    the same data in about half the bytes of one number per line (the card's summary stays under 20 KB)."""
-    import re
+def packed_json(value, width: int = 160, indent: int = 1, _level: int = 0) -> str:
+    """JSON packed into lines of at most ``width`` characters where it can: a value that fits is one line; an
+    object's or list's items are packed several to a line, and an item longer than a line gets lines of its own
+    (a list of numbers or of ``[frames, score]`` pairs, a curve, is always one line). ``json.loads`` reads back the
+    same data, in about half the bytes of one value per line (the card's summary stays under 20 KB)."""
+    flat = json.dumps(value)
+    numbers = isinstance(value, list) and all(
+        isinstance(v, (int, float)) or (isinstance(v, list) and all(isinstance(x, (int, float)) for x in v))
+        for v in value)
+    if not isinstance(value, (dict, list)) or not value or numbers or indent * _level + len(flat) <= width:
+        return flat
+    pad = " " * (indent * (_level + 1))
+    items = ([f"{json.dumps(k)}: {packed_json(v, width, indent, _level + 1)}" for k, v in value.items()]
+             if isinstance(value, dict) else [packed_json(v, width, indent, _level + 1) for v in value])
+    lines: list[str] = []
+    for item in items:
+        if lines and "\n" not in item and "\n" not in lines[-1] and len(lines[-1]) + 2 + len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(pad + item)
+    close = " " * (indent * _level) + ("}" if isinstance(value, dict) else "]")
+    return ("{" if isinstance(value, dict) else "[") + "\n" + ",\n".join(lines) + "\n" + close
 
-    return re.sub(r"\[\s*(-?[0-9.eE+-]+(?:,\s*-?[0-9.eE+-]+)*)\s*\]",
-                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+
+def rounded(value, digits: int = 4):
+    """``value`` with every float rounded to ``digits`` decimals (intervals and means; frames are integers)."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    return value
 
 
 def main() -> None:
@@ -161,7 +212,7 @@ def main() -> None:
         old = json.loads(out.read_text())
         summary = merge(old, summary)
         summary.update({k: old[k] for k in args.keep if k in old})
-    out.write_text(compact_lists(json.dumps(summary, indent=1)) + "\n")
+    out.write_text(packed_json(rounded(slimmed(summary))) + "\n")
     print(json.dumps({g: {k: v for k, v in summary[g].items() if k in ("mean", "iqm", "iqm_ci")}
                       | {"seeds": len(summary[g]["seeds"]), "ppo_seeds": len(summary["ppo"][g]["seeds"])}
                       for g in GAMES}))

@@ -117,15 +117,31 @@ def test_thesis_protocol_summary_merges_instead_of_replacing():
     assert out["ppo"]["breakout"]["mean"] == 30.0 and out["machine"] == "by hand"
 
 
-def test_the_summary_keeps_each_list_of_numbers_on_one_line():
+def test_the_summary_is_packed_and_slimmed():
+    """A curve is one line however long; short items share a line up to the width; an item too long for a line
+    gets lines of its own; the text reads back as the same data. Slimming rounds moozi's curves to 2 decimals,
+    drops ``run``, and leaves an archived PPO run's curve and port evaluation in its archive."""
     import json
 
-    from research.thesis_protocol_summary import compact_lists
+    from research.thesis_protocol_summary import ROOT, packed_json, slimmed
 
-    data = {"curve": [[307200, 4.5], [614400, -8.4375e-3]], "final_ci": [34.25, 41.65], "seeds": [{"seed": 0}], "x": []}
-    text = compact_lists(json.dumps(data, indent=1))
+    data = {"curve": [[307200, 4.5], [614400, -8.4375e-3]], "final_ci": [34.25, 41.65], "seeds": [{"seed": 0}],
+            "x": [], "long": ["a" * 30, "b" * 30, "c" * 30]}
+    text = packed_json(data, width=60)
     assert json.loads(text) == data
-    assert '"final_ci": [34.25, 41.65]' in text and "[307200, 4.5]" in text and "[614400, -0.0084375]" in text
+    assert text == ('{\n "curve": [[307200, 4.5], [614400, -0.0084375]],\n'  # 55 characters: no room for more
+                    ' "final_ci": [34.25, 41.65], "seeds": [{"seed": 0}], "x": [],\n'
+                    ' "long": [\n  "' + "a" * 30 + '",\n  "' + "b" * 30 + '",\n  "' + "c" * 30 + '"\n ]\n}')
+    assert packed_json({"a": 1}) == '{"a": 1}'
+    archived = (ROOT / "results-data/thesis-protocol__ppo-breakout-thesis-s2.tar.xz").exists()
+    summary = {"breakout": {"seeds": [{"seed": 0, "run": "tp-breakout-s0", "curve": [[307200, 4.4375], [614400, 8.0]]}]},
+               "ppo": {"breakout": {"seeds": [{"seed": 2, "curve": [[1, 2.0]], "final_port": {}, "wall_s": 2.6},
+                                              {"seed": 7, "curve": [[1, 2.0]], "wall_s": 1.2}]}}}
+    out = slimmed(summary)
+    assert out["breakout"]["seeds"] == [{"seed": 0, "curve": [[307200, 4.44], [614400, 8.0]]}]
+    assert archived and out["ppo"]["breakout"]["seeds"] == [{"seed": 2, "wall_s": 3},
+                                                           {"seed": 7, "curve": [[1, 2.0]], "wall_s": 1}]
+    assert out["ppo_curves_in"].startswith("results-data/thesis-protocol__ppo-GAME-PROTOCOL-sSEED.tar.xz")
 
 
 def test_thesis_protocol_curves_read_the_summary_the_archives_and_the_thesis_log(tmp_path):
