@@ -174,3 +174,76 @@ def test_thesis_protocol_curves_read_the_summary_the_archives_and_the_thesis_log
     (card / "thesis-curves.json").write_text(json.dumps(thesis))
     out = draw(card, card / "curves.png")
     assert (card / "curves.png").read_bytes()[:4] == b"\x89PNG" and out["games"]["freeway"]["thesis_points"] == 2
+
+
+def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
+    """The card's order; a run below its budget is trained (the card's command, exactly resumable); one at its
+    budget gets its two final evaluations; a run the summary holds as done is skipped even without a folder."""
+    import json
+
+    from research.thesis_protocol_sitting import BUDGET, command, done_in, main, next_step
+    from research.thesis_protocol_summary import GAMES
+
+    runs = tmp_path / "runs"
+
+    def run(name, frames, *finals):
+        folder = runs / name
+        folder.mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"env_steps": 1024}) + "\n"
+                                              + json.dumps({"env_steps": frames, "x": 1}) + "\n")
+        for final in finals:
+            (folder / final).write_text("{}\n")
+
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({**{g: {"seeds": []} for g in GAMES}, "breakout": {"seeds": [
+        {"seed": 0, "status": "done", "final_mean": 339.2}, {"seed": 1, "status": "running", "final_mean": None}]}}))
+    done = done_in(summary)
+    assert done == {("breakout", 0)}
+    assert next_step(runs, done) == ("train", runs / "tp-space_invaders-s0", "")  # breakout 0: done, no folder
+    run("tp-space_invaders-s0", BUDGET + 384)
+    assert next_step(runs, done) == ("eval", runs / "tp-space_invaders-s0", "final-minatar.json")
+    assert command(next_step(runs, done), 30) == ["moozi", "eval", str(runs / "tp-space_invaders-s0"), "--games",
+                                                 "64", "--package", "minatar"]
+    (runs / "tp-space_invaders-s0" / "final-minatar.json").write_text("{}\n")
+    step = next_step(runs, done)
+    assert step[2] == "final-thesis-planner.json" and command(step, 30)[-2:] == ["--planner", "thesis"]
+    (runs / "tp-space_invaders-s0" / "final-thesis-planner.json").write_text("{}\n")
+    run("tp-freeway-s0", 5_000_000)
+    step = next_step(runs, done)
+    assert step == ("train", runs / "tp-freeway-s0", "")
+    assert command(step, 42) == [
+        "moozi", "train", "--preset", "freeway", "--protocol", "thesis", "--run-dir", str(runs / "tp-freeway-s0"),
+        "--continue", "--minutes", "42", "--stop-grace", "900", "--seed", "0", "testing.every=300",
+        "testing.episodes=16", "testing.envs=16", "output.keep_every_updates=5000", "learner.lr_schedule=cosine",
+        "learner.lr_decay_over=budget", "learner.lr_decay_start=0.5", "learner.lr_final_fraction=0.1"]
+    capsys.readouterr()
+    assert main(["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["command"].endswith("--minutes 59 --stop-grace 900 --seed 0 "
+                                                                  + " ".join(command(step, 1)[15:]))
+    assert main(["--minutes", "5", "--runs", str(runs), "--summary", str(summary)]) == 0  # too short to train
+    assert json.loads(capsys.readouterr().out)["stopped"].endswith("minutes left")
+
+
+def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, capsys):
+    import json
+
+    from research.thesis_protocol_sitting import BUDGET, main
+
+    runs, summary = tmp_path / "runs", tmp_path / "none.json"
+    folder = runs / "tp-breakout-s0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text(json.dumps({"env_steps": BUDGET}) + "\n")
+    failing, working = tmp_path / "failing", tmp_path / "working"
+    failing.write_text("#!/bin/sh\necho '{\"half\": '\nexit 3\n")
+    working.write_text("#!/bin/sh\necho \"{\\\"args\\\": \\\"$*\\\"}\"\n")
+    failing.chmod(0o755)
+    working.chmod(0o755)
+    args = ["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--eval-minutes", "1"]
+    assert main([*args, "--moozi", str(failing)]) == 3
+    assert not (folder / "final-minatar.json").exists()  # a failed evaluation leaves no final
+    capsys.readouterr()
+    main([*args, "--moozi", str(working)])  # both evaluations, then breakout seed 1 trains (the fake exits 0)
+    assert json.loads((folder / "final-minatar.json").read_text())["args"].endswith("--games 64 --package minatar")
+    assert json.loads((folder / "final-thesis-planner.json").read_text())["args"].endswith("--planner thesis")
+    did = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["did"] for d in did] == ["eval", "eval", "train"] and did[2]["command"].split()[3] == "space_invaders"
