@@ -57,3 +57,20 @@ def test_run_rates_count_simulations_of_acting_and_reanalyze_and_the_replay_rati
                                            "device_busy_fraction": None}
     assert run_rates(dict(counters, wall_s=0.0, updates=0, env_steps=200), config, 0.5) == {
         "simulations_per_s": 0.0, "replay_ratio": 0.0, "device_busy_fraction": 0.5}  # 300 reanalyzed still fed
+
+
+@pytest.mark.parametrize("steps,episodes,out_of_time,says", [
+    (0, 0, True, "before the first env step was counted (compiling the first epoch took all of it): give more --minutes"),
+    (0, 0, False, "no episode has ended in 0 env steps"),  # still compiling, or an endless game: not yet judged
+    (512, 0, True, "no episode has ended in 512 env steps: only finished episodes go to replay; cap episode length"),
+    (512, 3, True, "the time limit ended before the first update (3 episodes (512 env steps) played; training starts "
+                   "once replay holds schedule.min_replay_steps = 1000 steps): give more --minutes"),
+    (512, 3, False, "3 episodes (512 env steps) played; training starts once replay holds schedule.min_replay_steps"),
+])
+def test_why_no_update_names_the_cause(steps, episodes, out_of_time, says):
+    # A 2048 run given 4 minutes on a busy machine compiled for all of them and was told to cap its episodes.
+    led = Ledger(SimpleNamespace(schedule=SimpleNamespace(min_replay_steps=1000)))
+    led.counters.update(env_steps=steps, episodes=episodes)
+    why = led.why_no_update(out_of_time)
+    assert says in why
+    assert why.endswith("give more --minutes") == out_of_time

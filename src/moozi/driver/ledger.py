@@ -59,9 +59,13 @@ class Ledger:
         """Why training has not started yet, in one line, with what to change (``out_of_time``: the time limit
         has passed)."""
         s, c = self.config.schedule, self.counters
+        if out_of_time and c["env_steps"] == 0:  # compiling (on a busy machine) can outlast a short budget
+            return ("the time limit ended before the first env step was counted (compiling the first epoch took "
+                    "all of it): give more --minutes")
         if c["episodes"] == 0:
             return (f"no episode has ended in {c['env_steps']} env steps: only finished episodes go to replay; "
-                    "cap episode length (env.kwargs.max_episode_steps, or the game's spec.max_episode_steps)")
+                    "cap episode length (env.kwargs.max_episode_steps, or the game's spec.max_episode_steps)"
+                    + ("; or give more --minutes" if out_of_time else ""))
         played = f"{c['episodes']} episodes ({c['env_steps']} env steps) played"
         if out_of_time:
             return (f"the time limit ended before the first update ({played}; training starts once replay holds "
