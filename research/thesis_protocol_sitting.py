@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from moozi.envs.protocol import named_protocol
 from moozi.observe.metrics import iter_metrics
 
 try:  # run as a script (python research/...) or imported as research.thesis_protocol_sitting
@@ -38,7 +39,6 @@ try:  # run as a script (python research/...) or imported as research.thesis_pro
 except ImportError:
     from research.thesis_protocol_summary import OVERRIDES, ROOT
 
-BUDGET = 10_000_000  # env frames: the thesis protocol's (moozi.envs.protocol)
 QUEUE = [("breakout", 0), ("space_invaders", 0), ("freeway", 0), ("asterix", 0),
          ("breakout", 1), ("space_invaders", 1), ("freeway", 1), ("asterix", 1),
          ("breakout", 2), ("space_invaders", 2), ("freeway", 2), ("asterix", 2)]
@@ -63,6 +63,11 @@ def done_in(summary: Path) -> set[tuple[str, int]]:
             if s.get("status") == "done" and s.get("final_mean") is not None}
 
 
+def budget(run: Path) -> int:
+    """The frame budget of ``run`` (``tp-GAME-sSEED``): the thesis protocol's for its game."""
+    return named_protocol("thesis", run.name[len("tp-"):].rsplit("-s", 1)[0]).max_env_frames
+
+
 def next_step(runs: Path, done: set[tuple[str, int]] = frozenset()) -> tuple[str, Path, str] | None:
     """``("train", run, "")``, ``("eval", run, final_file)`` or None when every run of the queue is done; runs in
     ``done`` (:func:`done_in`) are skipped."""
@@ -70,7 +75,7 @@ def next_step(runs: Path, done: set[tuple[str, int]] = frozenset()) -> tuple[str
         if (game, seed) in done:
             continue
         run = runs / f"tp-{game}-s{seed}"
-        if frames_of(run) < BUDGET:
+        if frames_of(run) < budget(run):
             return ("train", run, "")
         for final in FINALS:
             if not (run / final).exists():
@@ -145,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                           "minutes": round((time.monotonic() - start) / 60, 1)}), flush=True)
         if code != 0:
             return code
-        if step[0] == "train" and frames_of(step[1]) < BUDGET:
+        if step[0] == "train" and frames_of(step[1]) < budget(step[1]):
             return 0  # its minutes are spent (or it was stopped): the sitting is over
     return 0
 

@@ -62,7 +62,7 @@ def aggregate(finals: list[float], reps: int = 5000) -> dict:
 def moozi_seed(run: Path, budget: int) -> dict:
     """One moozi run's entry: its tests by env frames, and its final evaluation on the original package."""
     rows = read_metrics(run)
-    curve = [[int(r["env_steps"]), round(float(r["test/return_mean"]), 2)] for r in rows if "test/return_mean" in r]
+    curve = [[int(r["env_steps"]), float(r["test/return_mean"])] for r in rows if "test/return_mean" in r]  # slimmed rounds
     frames = max((int(r["env_steps"]) for r in rows if "env_steps" in r), default=0)
     entry = {"seed": int(run.name.rsplit("-s", 1)[1]), "env_frames": frames, "curve": curve,
              "status": "done" if frames >= budget else "running", "final_mean": None, "final_ci": None,

@@ -181,9 +181,10 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
     budget gets its two final evaluations; a run the summary holds as done is skipped even without a folder."""
     import json
 
-    from research.thesis_protocol_sitting import BUDGET, command, done_in, main, next_step
+    from research.thesis_protocol_sitting import command, done_in, main, next_step
     from research.thesis_protocol_summary import GAMES
 
+    BUDGET = 10_000_000  # the thesis protocol's frames
     runs = tmp_path / "runs"
 
     def run(name, frames, *finals):
@@ -227,8 +228,9 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
 def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, capsys):
     import json
 
-    from research.thesis_protocol_sitting import BUDGET, main
+    from research.thesis_protocol_sitting import main
 
+    BUDGET = 10_000_000  # the thesis protocol's frames
     runs, summary = tmp_path / "runs", tmp_path / "none.json"
     folder = runs / "tp-breakout-s0"
     folder.mkdir(parents=True)
