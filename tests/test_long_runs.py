@@ -158,9 +158,29 @@ def test_where_a_long_run_stands():
     from moozi.cli.train import _where_it_stands
 
     class Rows:
-        def env_steps_per_s(self):
-            return 100.0
+        def __init__(self, rate, over_s):
+            self.measured = rate, over_s
 
-    line = _where_it_stands("runs/si", {"env_steps": 1_000_000}, 10_000_000, Rows())
-    assert line == ("runs/si is at 1,000,000 of 10,000,000 env steps (10%); about 25.0 h more at 100 env steps/s: "
-                    "run the same command again to go on")
+        def env_steps_per_s(self):
+            return self.measured
+
+    line = _where_it_stands("runs/si", {"env_steps": 1_000_000}, 10_000_000, Rows(100.0, 1200.0))
+    assert line == ("runs/si is at 1,000,000 of 10,000,000 env steps (10%); about 25.0 h more at 100 env steps/s "
+                    "(its last 20 minutes): run the same command again to go on")
+    line = _where_it_stands("runs/si", {"env_steps": 1_000_000}, 10_000_000, Rows(500.0, 300.0))
+    assert "about 5.0 h more at 500 env steps/s (this sitting's 5 minutes, compiling included)" in line
+    assert "h more" not in _where_it_stands("runs/si", {"env_steps": 0}, 10, Rows(0.0, 0.0))
+    assert _where_it_stands("runs/si", {"env_steps": 10}, 10, None) == "runs/si has reached its budget of 10 env steps"
+
+
+def test_the_rate_a_long_run_estimates_from_is_its_recent_one():
+    from moozi.driver.rows import _kept_marks, recent_rate
+
+    # started at t=0 (compiling until 120 s), 300 steps/s while shared until 1800 s, 600 alone after
+    marks = [(0.0, 0), (600.0, 144_000), (1200.0, 324_000), (1800.0, 504_000), (2400.0, 864_000)]
+    now, steps = 2700.0, 1_044_000
+    assert recent_rate(marks, now, steps, 900.0) == (600.0, 900.0)  # from the mark at 1800 s: 540,000 / 900 s
+    assert recent_rate(marks, now, steps, 3000.0) == (steps / now, now)  # none that old: from the start
+    assert recent_rate(marks[:1], 0.0, 0, 900.0) == (0.0, 0.0)
+    assert _kept_marks(marks, now, 900.0) == marks[3:]  # the marks before 1800 s start no rate again
+    assert _kept_marks(marks[:1], 100.0, 900.0) == marks[:1]

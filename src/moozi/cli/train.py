@@ -225,12 +225,18 @@ def _spent_budget(run_dir, config) -> dict | None:
 
 
 def _where_it_stands(run_dir, counters: dict, budget: int, rows) -> str:
-    """One line: the env-step budget done, and at this invocation's rate the time still needed."""
+    """One line: the env-step budget done, and the time still needed at the rate of this invocation's last
+    15 minutes (:meth:`~moozi.driver.rows.RowWriter.env_steps_per_s`), which says what it was measured over."""
+    from moozi.driver.rows import RECENT_S
+
     done = counters["env_steps"]
     if done >= budget:
         return f"{run_dir} has reached its budget of {budget:,} env steps"
-    rate = rows.env_steps_per_s()
-    more = f"; about {(budget - done) / rate / 3600:.1f} h more at {rate:,.0f} env steps/s" if rate else ""
+    rate, over_s = rows.env_steps_per_s()
+    over = (f"its last {over_s / 60:.0f} minutes" if over_s >= RECENT_S
+            else f"this sitting's {over_s / 60:.0f} minutes, compiling included")
+    more = (f"; about {(budget - done) / rate / 3600:.1f} h more at {rate:,.0f} env steps/s ({over})"
+            if rate > 0 else "")
     return (f"{run_dir} is at {done:,} of {budget:,} env steps ({done / budget:.0%}){more}: "
             "run the same command again to go on")
 

@@ -82,6 +82,29 @@ def ratio_metrics(counters: dict, fed: int, batch_size: int, samples_per_env_ste
     return out
 
 
+RECENT_S = 900.0
+"""The window of :meth:`RowWriter.env_steps_per_s` (the rate a run's closing line estimates the rest from)."""
+
+
+def recent_rate(marks: list[tuple[float, int]], now: float, steps: int, window_s: float) -> tuple[float, float]:
+    """Steps per second from the newest mark ``(time, steps)`` at least ``window_s`` old to ``(now, steps)``, or
+    from the oldest mark where none is that old (``marks`` ordered by time, the first being the start); and the
+    seconds between. ``(0.0, 0.0)`` when no time has passed."""
+    t0, s0 = marks[0]
+    for t, s in marks:
+        if now - t < window_s:
+            break
+        t0, s0 = t, s
+    return ((steps - s0) / (now - t0), now - t0) if now > t0 else (0.0, 0.0)
+
+
+def _kept_marks(marks: list[tuple[float, int]], now: float, window_s: float) -> list[tuple[float, int]]:
+    """``marks`` less those no rate will start from again: of the marks at least ``window_s`` old, only the
+    newest stays."""
+    old = [i for i, (t, _) in enumerate(marks) if now - t >= window_s]
+    return marks[old[-1]:] if old else marks
+
+
 class RowWriter:
     """Writes the rows of one run.
 
@@ -99,7 +122,7 @@ class RowWriter:
         """The next row's interval begins now."""
         c = self.ctx.counters
         self._since = (time.monotonic(), c["env_steps"], c["updates"])
-        self._began = self._since  # this invocation's start (its overall rate)
+        self._marks = [self._since[:2]]  # (time, env steps) at the start and at each row since (its recent rate)
         self._fed = self.ctx.ledger.fed()
         self._sims = simulations(c, self.ctx.config)
         self._busy_samples: list[float] = []  # the GPU's busy fraction at each row (none on a CPU)
@@ -107,10 +130,12 @@ class RowWriter:
         self._busy: dict[str, float] = {}
         self._histogram_mark = c["updates"] // max(self.ctx.config.output.histogram_every_updates, 1)
 
-    def env_steps_per_s(self) -> float:
-        """Env steps per second over this invocation so far (start-up and compiling included)."""
-        t0, s0, _ = self._began
-        return (self.ctx.counters["env_steps"] - s0) / max(time.monotonic() - t0, 1e-9)
+    def env_steps_per_s(self, window_s: float = RECENT_S) -> tuple[float, float]:
+        """Env steps per second over the last ``window_s`` seconds of this invocation (measured from the newest
+        row at least that old), or over the whole invocation (start-up and compiling included) while it is
+        younger; and the seconds it was measured over. A sitting that shared the machine for a while and then
+        ran alone gives the rate it runs at now, not its average."""
+        return recent_rate(self._marks, time.monotonic(), self.ctx.counters["env_steps"], window_s)
 
     def write(self, rows: Gathered) -> None:
         """One row from what was gathered: each metric averaged over the epochs that reported it, with the rest
@@ -143,6 +168,7 @@ class RowWriter:
         out.update(self.watch.check(out))
         self.metrics.write(out, step=c["env_steps"])
         self._since = (now, c["env_steps"], c["updates"])
+        self._marks = _kept_marks(self._marks + [(now, c["env_steps"])], now, RECENT_S)
         self._fed, self.epochs, self._sims = fed, c["epochs"], sims
         if self.progress:
             self.progress(dict(c), out, ctx.last_test)
