@@ -16,8 +16,11 @@ before the next seed):
 SIGTERM or SIGINT is passed to the command running (``moozi train`` then stops at its next checkpoint, within its
 ``--stop-grace``), and the sitting ends. ``--dry-run`` prints the next command and does nothing.
 
-Usage: ``python research/thesis_protocol_sitting.py --minutes 150 [--runs runs] [--summary FILE] [--dry-run]``; one JSON line per
-command run (what, the command, its exit code, minutes), on stdout.
+``--jobs 2`` runs two of these at once, each on a different run (the second is the next in the card's order that
+is not the first): on 2 cores, two runs use both cores where one leaves a quarter idle (see the card).
+
+Usage: ``python research/thesis_protocol_sitting.py --minutes 150 [--jobs 2] [--runs runs] [--summary FILE]
+[--dry-run]``; one JSON line per command run (what, the command, its exit code, minutes), on stdout.
 """
 
 from __future__ import annotations
@@ -68,13 +71,14 @@ def budget(run: Path) -> int:
     return named_protocol("thesis", run.name[len("tp-"):].rsplit("-s", 1)[0]).max_env_frames
 
 
-def next_step(runs: Path, done: set[tuple[str, int]] = frozenset()) -> tuple[str, Path, str] | None:
+def next_step(runs: Path, done: set[tuple[str, int]] = frozenset(),
+              busy: set[Path] = frozenset()) -> tuple[str, Path, str] | None:
     """``("train", run, "")``, ``("eval", run, final_file)`` or None when every run of the queue is done; runs in
-    ``done`` (:func:`done_in`) are skipped."""
+    ``done`` (:func:`done_in`) are skipped, and so are runs in ``busy`` (being trained or evaluated now)."""
     for game, seed in QUEUE:
-        if (game, seed) in done:
-            continue
         run = runs / f"tp-{game}-s{seed}"
+        if (game, seed) in done or run in busy:
+            continue
         if frames_of(run) < budget(run):
             return ("train", run, "")
         for final in FINALS:
@@ -95,64 +99,99 @@ def command(step: tuple[str, Path, str], minutes: int, moozi: str = "moozi") -> 
 
 
 class _Forward:
-    """Passes SIGTERM / SIGINT to the child, and remembers that the sitting should end."""
+    """Passes SIGTERM / SIGINT to the children, and remembers that the sitting should end."""
 
     def __init__(self) -> None:
-        self.child: subprocess.Popen | None = None
+        self.children: list[subprocess.Popen] = []
         self.stopped = False
 
     def __call__(self, signum, frame) -> None:
         self.stopped = True
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+
+class _Job:
+    """One command of the sitting, running: its step, process, start time and (for an evaluation) its output."""
+
+    def __init__(self, step: tuple[str, Path, str], cmd: list[str]):
+        self.step, self.cmd, self.start = step, cmd, time.monotonic()
+        self.sink = None
+        if step[0] == "eval":
+            self.out = step[1] / step[2]
+            self.partial = self.out.with_suffix(".json.partial")
+            self.sink = open(self.partial, "w")
+        self.process = subprocess.Popen(cmd, stdout=self.sink)
+
+    def finish(self) -> int:
+        """Its exit code, once it has ended; an evaluation that worked becomes its final file (whole or not at
+        all: the summary reads it as the final)."""
+        code = self.process.returncode
+        if self.sink is not None:
+            self.sink.close()
+            if code == 0 and self.partial.stat().st_size > 0:
+                os.replace(self.partial, self.out)
+        print(json.dumps({"did": self.step[0], "command": " ".join(self.cmd), "exit": code,
+                          "minutes": round((time.monotonic() - self.start) / 60, 1)}), flush=True)
+        return code
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, required=True, help="the sitting's length, training and evaluations")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs trained or evaluated at once, each a different run (2 on 2 cores: see the card)")
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--summary", type=Path, default=ROOT / "docs/results/thesis-protocol/summary.json")
     parser.add_argument("--eval-minutes", type=float, default=25.0,
                         help="start an evaluation only with this much left (Space Invaders' thesis-planner one: 18)")
     parser.add_argument("--moozi", default=str(Path(sys.executable).with_name("moozi")))
+    parser.add_argument("--poll-s", type=float, default=5.0, help=argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.eval_minutes <= 0:
         parser.error("--minutes and --eval-minutes must be above 0")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     deadline = time.monotonic() + 60 * args.minutes
     forward = _Forward()
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     done = done_in(args.summary)
-    while not forward.stopped and (step := next_step(args.runs, done)) is not None:
-        left = (deadline - time.monotonic()) / 60
-        if step[0] == "train" and left < MIN_TRAIN_MINUTES or step[0] == "eval" and left < args.eval_minutes:
-            print(json.dumps({"next": step[0], "run": str(step[1]), "stopped": f"{left:.1f} minutes left"}))
-            return 0
-        cmd = command(step, int(left), args.moozi)
-        if args.dry_run:
-            print(json.dumps({"next": step[0], "run": str(step[1]), "command": " ".join(cmd)}))
-            return 0
-        start = time.monotonic()
-        if step[0] == "eval":
-            out = step[1] / step[2]
-            partial = out.with_suffix(".json.partial")
-            with open(partial, "w") as sink:
-                forward.child = subprocess.Popen(cmd, stdout=sink)
-                code = forward.child.wait()
-            if code == 0 and partial.stat().st_size > 0:
-                os.replace(partial, out)  # whole or not at all: the summary reads it as the final
-        else:
-            forward.child = subprocess.Popen(cmd)
-            code = forward.child.wait()
-        forward.child = None
-        print(json.dumps({"did": step[0], "command": " ".join(cmd), "exit": code,
-                          "minutes": round((time.monotonic() - start) / 60, 1)}), flush=True)
-        if code != 0:
+    running: dict[Path, _Job] = {}
+    starting, code = True, 0  # no more starts once a sitting's minutes are spent, a command fails or a signal came
+    while True:
+        while starting and not forward.stopped and len(running) < args.jobs:
+            step = next_step(args.runs, done, busy=set(running))
+            if step is None:
+                break
+            left = (deadline - time.monotonic()) / 60
+            if step[0] == "train" and left < MIN_TRAIN_MINUTES or step[0] == "eval" and left < args.eval_minutes:
+                print(json.dumps({"next": step[0], "run": str(step[1]), "stopped": f"{left:.1f} minutes left"}),
+                      flush=True)
+                starting = False
+                break
+            cmd = command(step, int(left), args.moozi)
+            if args.dry_run:
+                print(json.dumps({"next": step[0], "run": str(step[1]), "command": " ".join(cmd)}))
+                running[step[1]] = None  # type: ignore[assignment]  (the next dry-run line names another run)
+                continue
+            running[step[1]] = _Job(step, cmd)
+            forward.children.append(running[step[1]].process)
+        if args.dry_run or not running:
             return code
-        if step[0] == "train" and frames_of(step[1]) < budget(step[1]):
-            return 0  # its minutes are spent (or it was stopped): the sitting is over
-    return 0
+        time.sleep(args.poll_s)
+        for run, job in list(running.items()):
+            if job.process.poll() is None:
+                continue
+            del running[run]
+            forward.children.remove(job.process)
+            exit_code = job.finish()
+            if exit_code != 0:
+                code, starting = code or exit_code, False
+            elif job.step[0] == "train" and frames_of(run) < budget(run):
+                starting = False  # its minutes are spent (or it was stopped): the sitting ends with its other runs
 
 
 if __name__ == "__main__":

@@ -240,7 +240,7 @@ def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, ca
     working.write_text("#!/bin/sh\necho \"{\\\"args\\\": \\\"$*\\\"}\"\n")
     failing.chmod(0o755)
     working.chmod(0o755)
-    args = ["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--eval-minutes", "1"]
+    args = ["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--eval-minutes", "1", "--poll-s", "0.05"]
     assert main([*args, "--moozi", str(failing)]) == 3
     assert not (folder / "final-minatar.json").exists()  # a failed evaluation leaves no final
     capsys.readouterr()
@@ -249,3 +249,37 @@ def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, ca
     assert json.loads((folder / "final-thesis-planner.json").read_text())["args"].endswith("--planner thesis")
     did = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [d["did"] for d in did] == ["eval", "eval", "train"] and did[2]["command"].split()[3] == "space_invaders"
+
+
+def test_thesis_protocol_sitting_runs_two_runs_at_once(tmp_path, capsys):
+    """``--jobs 2``: Breakout seed 0's evaluation and Space Invaders seed 0's training start together (never two
+    commands on one run); the freed slot takes Breakout's second evaluation, then Freeway seed 0's training; a
+    training that ends below its budget starts nothing more, and the sitting waits for the other."""
+    import json
+
+    from research.thesis_protocol_sitting import main
+
+    runs, summary = tmp_path / "runs", tmp_path / "none.json"
+    folder = runs / "tp-breakout-s0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text(json.dumps({"env_steps": 10_000_000}) + "\n")
+    log = tmp_path / "log"
+    fake = tmp_path / "moozi"
+    fake.write_text(f"#!/bin/sh\necho \"start $2\" >> {log}\nif [ $1 = train ]; then sleep 4; else sleep 1; fi\n"
+                    f"echo \"end $2\" >> {log}\necho '{{}}'\n")  # trains for 4 s, evaluates for 1
+    fake.chmod(0o755)
+    args = ["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--moozi", str(fake), "--poll-s", "0.05"]
+    assert main([*args, "--jobs", "2"]) == 0
+    lines = log.read_text().splitlines()
+    assert sorted(lines[:2]) == ["start --preset", f"start {folder}"]  # both started before either ended
+    did = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(d["did"], d["command"].split()[2]) for d in did] == [
+        ("eval", str(folder)), ("eval", str(folder)), ("train", "--preset"), ("train", "--preset")]
+    assert [d["command"].split()[3] for d in did[2:]] == ["space_invaders", "freeway"]  # then nothing more
+    assert (folder / "final-minatar.json").exists() and (folder / "final-thesis-planner.json").exists()
+    assert main([*args, "--jobs", "2", "--dry-run"]) == 0
+    nexts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(n["next"], n["run"].rsplit("/", 1)[1]) for n in nexts] == [("train", "tp-space_invaders-s0"),
+                                                                         ("train", "tp-freeway-s0")]
+    with pytest.raises(SystemExit):
+        main([*args, "--jobs", "0"])
