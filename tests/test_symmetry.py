@@ -109,19 +109,27 @@ def test_declared_symmetries_are_the_games_own(name):
             np.testing.assert_array_equal(seen, obs[list(cells)])
 
 
-def test_openspiel_tictactoe_declares_the_same_symmetries():
+@pytest.mark.parametrize("name, moves, expected", [
+    ("openspiel:tic_tac_toe", (1, 4), cell_symmetries(3, 3)),
+    # Go on a 5x5 board (actions: a1 b1 ... e1, a2 ..., pass 25): black b1, white a1, black a2 takes a1, white c3,
+    # black passes
+    ("openspiel:go(board_size=5)", (1, 0, 5, 12, 25), cell_symmetries(5, 5, extra_actions=1)),
+])
+def test_openspiel_boards_declare_the_games_own_symmetries(name, moves, expected):
+    """OpenSpiel's tic-tac-toe and Go declare the pgx twins' symmetries, and they are the games' own: the
+    mapped moves give the mapped observation."""
     from moozi.envs import make_env
 
-    env = make_env("openspiel:tic_tac_toe")
+    env = make_env(name)
     try:
-        assert env.spec.symmetries == cell_symmetries(3, 3)
+        assert env.spec.symmetries == expected
         h, w, c = env.spec.observation_shape
         for cells, actions in env.spec.symmetries:
             env.reset(0)
-            for m in (1, 4):
+            for m in moves:
                 obs = np.asarray(env.step(m).observation).reshape(h * w, c)
             env.reset(0)
-            for m in (1, 4):
+            for m in moves:
                 seen = np.asarray(env.step(actions[m]).observation).reshape(h * w, c)
             np.testing.assert_array_equal(seen, obs[list(cells)])
     finally:

@@ -16,7 +16,7 @@ from tests.helpers import TINY
 PRESETS = [
     "2048", "asterix", "asterix-gpu", "atari-pong", "breakout", "breakout-gpu", "cartpole", "connect4", "connect4-az",
     "connect4-gpu", "freeway", "freeway-az", "freeway-gpu", "minatar-breakout",
-    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-ewn", "openspiel-tictactoe", "space_invaders",
+    "openspiel-breakthrough5", "openspiel-connect4", "openspiel-ewn", "openspiel-go9", "openspiel-tictactoe", "space_invaders",
     "space_invaders-gpu", "thesis-minatar",
     "thesis-minatar-repo",
     "tictactoe",

@@ -348,13 +348,18 @@ BINARY_OBSERVATION_GAMES = frozenset({"tic_tac_toe", "connect_four", "breakthrou
 
 def _symmetries(game) -> tuple:
     """The board symmetries moozi knows for this OpenSpiel game (``()`` for the others): tic-tac-toe's
-    eight (actions are the cells, row-major) and connect four's mirror (actions are the columns)."""
+    eight (actions are the cells, row-major), Go's eight on any board size (the cells row-major from a1, then
+    pass; its rules, komi and superko included, do not change under them) and connect four's mirror (actions
+    are the columns)."""
     from moozi.envs.symmetry import cell_symmetries, column_mirror
 
     name = game.get_type().short_name
     shape = tuple(int(d) for d in game.observation_tensor_shape())
     if name == "tic_tac_toe" and shape[-2:] == (3, 3):
         return cell_symmetries(3, 3)
+    if name == "go" and len(shape) == 3 and shape[1] == shape[2] \
+            and int(game.num_distinct_actions()) == shape[1] * shape[2] + 1:
+        return cell_symmetries(shape[1], shape[2], extra_actions=1)  # pass
     if name == "connect_four" and int(game.num_distinct_actions()) == shape[-1]:
         return column_mirror(shape[-2], shape[-1])
     return ()
