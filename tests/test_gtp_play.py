@@ -228,7 +228,22 @@ def test_a_whole_go_game_against_gnugo_through_an_independent_referee(tmp_path, 
     assert game["refused"] == [] and game["end"] in ("two passes", "b resigned", "w resigned", "max-moves"), game
     assert len(game["moves"]) > 10 and game["final_score"] and game["final_score"][0] in "BW0", game
     records = tmp_path / "go.jsonl"
+    gnugo += " --chinese-rules --capture-all-dead"  # OpenSpiel's count is Tromp-Taylor (docs/protocol.md)
     assert main(["match", "random", f"gtp:{gnugo}", "--game", _GO, "--pairs", "1", "--records", str(records),
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["games"] == 2 and "forfeits" not in out and out["mean_plies"] > 10, out
+
+
+def test_gnugo_on_openspiel_go_without_capture_all_dead_gets_a_note():
+    """OpenSpiel counts Go's area as the stones lie; GnuGo without ``--capture-all-dead`` passes with dead stones
+    on the board (an untrained agent that only passes beat it as white that way), so its command gets a note."""
+    from moozi.envs.openspiel_bridge import openspiel_game
+    from moozi.eval.players.external import _scoring_note
+
+    go = openspiel_game(_GO)
+    assert "--capture-all-dead" in _scoring_note(go, ["/usr/games/gnugo", "--mode", "gtp", "--level", "1"])
+    assert _scoring_note(go, ["gnugo", "--mode", "gtp", "--chinese-rules", "--capture-all-dead"]) is None
+    assert _scoring_note(go, ["moozi", "gtp", "random"]) is None  # not GnuGo
+    assert _scoring_note(openspiel_game("pgx:connect_four"), ["gnugo"]) is None  # not Go
+    assert _scoring_note(None, ["gnugo"]) is None  # a game with no OpenSpiel form

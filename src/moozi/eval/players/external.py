@@ -93,6 +93,19 @@ def _go_setup(twin) -> list[str]:
     return [f"boardsize {int(params.get('board_size', 19))}", f"komi {float(params.get('komi', 7.5)):g}"]
 
 
+def _scoring_note(twin, command: list[str]) -> str | None:
+    """A line for GnuGo on OpenSpiel's Go without ``--capture-all-dead``: OpenSpiel counts the area as the stones
+    lie (Tromp-Taylor), GnuGo passes once it judges the rest dead, and a game it thinks won can be lost by the
+    count (docs/protocol.md). None otherwise."""
+    if twin is None or twin.get_type().short_name != "go" or not command or "gnugo" not in command[0].rsplit("/")[-1]:
+        return None
+    if "--capture-all-dead" in command:
+        return None
+    return ("GnuGo without --capture-all-dead: OpenSpiel scores Go by the stones on the board (Tromp-Taylor) and "
+            "GnuGo passes with dead stones left, so some of its wins will count as losses; add "
+            "--chinese-rules --capture-all-dead to its command")
+
+
 class GTPPlayer:
     """An external engine over GTP (``moozi gtp`` or any program speaking GTP v2 for the game): one engine
     process per game of the batch, started on first use and reused from game to game.
@@ -119,6 +132,10 @@ class GTPPlayer:
             self.twin = None
         self.spec = PlayerSpec("gtp", (("command", command),))
         self.setup = _go_setup(self.twin)  # Go: the board size and komi, which a Go engine defaults otherwise
+        if note := _scoring_note(self.twin, self.command):
+            import logging
+
+            logging.getLogger("moozi").warning(note)
         self.procs: list = []  # a GTPEngine per game of the batch (None: stopped, started again when needed)
         self.states: list = []
         self.faults: dict[int, str] = {}  # games forfeited since the last take_forfeits
