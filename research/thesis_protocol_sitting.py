@@ -17,7 +17,9 @@ SIGTERM or SIGINT is passed to the command running (``moozi train`` then stops a
 ``--stop-grace``), and the sitting ends. ``--dry-run`` prints the next command and does nothing.
 
 ``--jobs 2`` runs two of these at once, each on a different run (the second is the next in the card's order that
-is not the first): on 2 cores, two runs use both cores where one leaves a quarter idle (see the card).
+is not the first). A training's output goes to its run's log beside its folder (``runs/tp-GAME-sSEED.log``); the
+sitting's own lines to stdout. On 2 cores one run leaves a quarter of them idle, and two at once made 1.12x the
+frames of one alone (the card's measurement), while a lost ``runs/`` folder then takes two runs' progress.
 
 Usage: ``python research/thesis_protocol_sitting.py --minutes 150 [--jobs 2] [--runs runs] [--summary FILE]
 [--dry-run]``; one JSON line per command run (what, the command, its exit code, minutes), on stdout.
@@ -117,12 +119,15 @@ class _Job:
 
     def __init__(self, step: tuple[str, Path, str], cmd: list[str]):
         self.step, self.cmd, self.start = step, cmd, time.monotonic()
-        self.sink = None
         if step[0] == "eval":
             self.out = step[1] / step[2]
             self.partial = self.out.with_suffix(".json.partial")
             self.sink = open(self.partial, "w")
-        self.process = subprocess.Popen(cmd, stdout=self.sink)
+            self.process = subprocess.Popen(cmd, stdout=self.sink)
+        else:  # its lines in the run's own log beside its folder (runs/tp-GAME-sSEED.log), not mixed with another's
+            self.sink = None
+            with open(step[1].with_suffix(".log"), "a") as log:
+                self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def finish(self) -> int:
         """Its exit code, once it has ended; an evaluation that worked becomes its final file (whole or not at

@@ -276,6 +276,7 @@ def test_thesis_protocol_sitting_runs_two_runs_at_once(tmp_path, capsys):
     assert [(d["did"], d["command"].split()[2]) for d in did] == [
         ("eval", str(folder)), ("eval", str(folder)), ("train", "--preset"), ("train", "--preset")]
     assert [d["command"].split()[3] for d in did[2:]] == ["space_invaders", "freeway"]  # then nothing more
+    assert (runs / "tp-space_invaders-s0.log").read_text() == "{}\n"  # a training's output: its run's own log
     assert (folder / "final-minatar.json").exists() and (folder / "final-thesis-planner.json").exists()
     assert main([*args, "--jobs", "2", "--dry-run"]) == 0
     nexts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
