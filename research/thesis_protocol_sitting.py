@@ -165,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, forward)
     done = done_in(args.summary)
     running: dict[Path, _Job] = {}
+    planned: set[Path] = set()  # --dry-run: the runs already printed
     starting, code = True, 0  # no more starts once a sitting's minutes are spent, a command fails or a signal came
     while True:
-        while starting and not forward.stopped and len(running) < args.jobs:
-            step = next_step(args.runs, done, busy=set(running))
+        while starting and not forward.stopped and len(running) + len(planned) < args.jobs:
+            step = next_step(args.runs, done, busy=set(running) | planned)
             if step is None:
                 break
             left = (deadline - time.monotonic()) / 60
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = command(step, int(left), args.moozi)
             if args.dry_run:
                 print(json.dumps({"next": step[0], "run": str(step[1]), "command": " ".join(cmd)}))
-                running[step[1]] = None  # type: ignore[assignment]  (the next dry-run line names another run)
+                planned.add(step[1])
                 continue
             running[step[1]] = _Job(step, cmd)
             forward.children.append(running[step[1]].process)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from moozi.config import ConfigError
@@ -97,7 +99,7 @@ def _scoring_note(twin, command: list[str]) -> str | None:
     """A line for GnuGo on OpenSpiel's Go without ``--capture-all-dead``: OpenSpiel counts the area as the stones
     lie (Tromp-Taylor), GnuGo passes once it judges the rest dead, and a game it thinks won can be lost by the
     count (docs/protocol.md). None otherwise."""
-    if twin is None or twin.get_type().short_name != "go" or not command or "gnugo" not in command[0].rsplit("/")[-1]:
+    if twin is None or twin.get_type().short_name != "go" or not command or "gnugo" not in os.path.basename(command[0]):
         return None
     if "--capture-all-dead" in command:
         return None
