@@ -2,8 +2,8 @@
 
 The card's eleven remaining 10M-frame runs take about 40 hours of a 2-core machine, a few hours a session. Each
 session used to pick by hand the run to continue, its minutes, and the two final evaluations of a run that has
-just reached its budget; this does the same from the run folders, in the card's order (one seed of every game
-before the next seed):
+just reached its budget; this does the same from the run folders, what is nearest its end first, then the card's
+order (one seed of every game before the next seed):
 
 - a run below its frame budget is trained on (``moozi train --preset GAME --protocol thesis --run-dir
   runs/tp-GAME-sSEED --continue ...`` with the card's overrides: it starts the run, or resumes it exactly);
@@ -16,8 +16,7 @@ before the next seed):
 SIGTERM or SIGINT is passed to the command running (``moozi train`` then stops at its next checkpoint, within its
 ``--stop-grace``), and the sitting ends. ``--dry-run`` prints the next command and does nothing.
 
-``--jobs 2`` runs two of these at once, each on a different run (the second is the next in the card's order that
-is not the first). A training's output goes to its run's log beside its folder (``runs/tp-GAME-sSEED.log``); the
+``--jobs 2`` runs two of these at once, each on a different run (the second is the next that is not the first). A training's output goes to its run's log beside its folder (``runs/tp-GAME-sSEED.log``); the
 sitting's own lines to stdout. On 2 cores one run leaves a quarter of them idle, and two at once made 1.12x the
 frames of one alone (the card's measurement), while a lost ``runs/`` folder then takes two runs' progress.
 
@@ -76,17 +75,24 @@ def budget(run: Path) -> int:
 def next_step(runs: Path, done: set[tuple[str, int]] = frozenset(),
               busy: set[Path] = frozenset()) -> tuple[str, Path, str] | None:
     """``("train", run, "")``, ``("eval", run, final_file)`` or None when every run of the queue is done; runs in
-    ``done`` (:func:`done_in`) are skipped, and so are runs in ``busy`` (being trained or evaluated now)."""
-    for game, seed in QUEUE:
-        run = runs / f"tp-{game}-s{seed}"
-        if (game, seed) in done or run in busy:
-            continue
-        if frames_of(run) < budget(run):
-            return ("train", run, "")
-        for final in FINALS:
-            if not (run / final).exists():
-                return ("eval", run, final)
-    return None
+    ``done`` (:func:`done_in`) are skipped, and so are runs in ``busy`` (being trained or evaluated now).
+
+    What is nearest its end comes first, since a run's folder may not outlive a session (a lost run is started
+    over): a run at its budget is evaluated, then a started run is trained, the fewest frames left first; only
+    then is the next run of the card's order started."""
+    todo = [runs / f"tp-{game}-s{seed}" for game, seed in QUEUE if (game, seed) not in done]
+    todo = [run for run in todo if run not in busy]
+    frames = {run: frames_of(run) for run in todo}
+    for run in todo:
+        if frames[run] >= budget(run):
+            for final in FINALS:
+                if not (run / final).exists():
+                    return ("eval", run, final)
+    started = [run for run in todo if 0 < frames[run] < budget(run)]
+    if started:
+        return ("train", min(started, key=lambda run: budget(run) - frames[run]), "")
+    fresh = [run for run in todo if frames[run] == 0]
+    return ("train", fresh[0], "") if fresh else None
 
 
 def command(step: tuple[str, Path, str], minutes: int, moozi: str = "moozi") -> list[str]:

@@ -223,6 +223,13 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
                                                                   + " ".join(command(step, 1)[15:]))
     assert main(["--minutes", "5", "--runs", str(runs), "--summary", str(summary)]) == 0  # too short to train
     assert json.loads(capsys.readouterr().out)["stopped"].endswith("minutes left")
+    # nearest its end first (a folder may not outlive a session): a started run before a new one, the fewest
+    # frames left first, whatever the card's order; a run at its budget is evaluated before any training
+    run("tp-asterix-s1", 7_000_000)
+    assert next_step(runs, done) == ("train", runs / "tp-asterix-s1", "")
+    assert next_step(runs, done, busy={runs / "tp-asterix-s1"}) == ("train", runs / "tp-freeway-s0", "")
+    run("tp-breakout-s2", BUDGET)
+    assert next_step(runs, done) == ("eval", runs / "tp-breakout-s2", "final-minatar.json")
 
 
 def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, capsys):
