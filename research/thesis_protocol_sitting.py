@@ -16,9 +16,10 @@ order (one seed of every game before the next seed):
 SIGTERM or SIGINT is passed to the command running (``moozi train`` then stops at its next checkpoint, within its
 ``--stop-grace``), and the sitting ends. ``--dry-run`` prints the next command and does nothing.
 
-``--jobs 2`` runs two of these at once, each on a different run (the second is the next that is not the first). A training's output goes to its run's log beside its folder (``runs/tp-GAME-sSEED.log``); the
-sitting's own lines to stdout. On 2 cores one run leaves a quarter of them idle, and two at once made 1.12x the
-frames of one alone (the card's measurement), while a lost ``runs/`` folder then takes two runs' progress.
+``--jobs 2`` runs two of these at once, each on a different run (the second is the next that is not the first). A
+training's output goes to its run's log beside its folder (``runs/tp-GAME-sSEED.log``); the sitting's own lines to
+stdout. On 2 cores one run leaves a quarter of them idle, and two at once made 1.12x the frames of one alone (the
+card's measurement), while a lost ``runs/`` folder then takes two runs' progress.
 
 Usage: ``python research/thesis_protocol_sitting.py --minutes 150 [--jobs 2] [--runs runs] [--summary FILE]
 [--dry-run]``; one JSON line per command run (what, the command, its exit code, minutes), on stdout.
