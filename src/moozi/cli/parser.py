@@ -115,6 +115,13 @@ def _add_eval(sub) -> None:
 
 
 
+def _add_modules(parser) -> None:
+    """``--module MODULE`` (repeatable): the games of a user's own that a command imports before it starts."""
+    parser.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
+                             "repeatable")
+
+
 def _add_match(sub) -> None:
     match = sub.add_parser(
         "match", help="play two players against each other in pairs of games; W/D/L, score and Elo with intervals",
@@ -130,9 +137,7 @@ def _add_match(sub) -> None:
     match.add_argument("a", metavar="A", help="player A (results are from A's point of view)")
     match.add_argument("b", metavar="B", help="player B")
     match.add_argument("--game", default=None, help="the game (default: the game of the run among the players)")
-    match.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
-                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
-                          "repeatable")
+    _add_modules(match)
     match.add_argument("--pairs", type=int, default=100, help="pairs of games (default 100)")
     match.add_argument("--games", type=int, default=None,
                        help="single-player games: each agent plays this many games (default 100) from the same "
@@ -170,9 +175,7 @@ def _add_gtp(sub) -> None:
                     "commands, and the extensions moozi-game NAME and moozi-analyze. See docs/protocol.md.")
     gtp.add_argument("player", metavar="PLAYER", help="a run directory (RUN[@CKPT]) or a player string")
     gtp.add_argument("--game", default=None, help="the game (default: the run's)")
-    gtp.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
-                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
-                          "repeatable")
+    _add_modules(gtp)
     gtp.add_argument("--seed", type=int, default=0)
     gtp.set_defaults(func=_gtp)
 
@@ -187,9 +190,7 @@ def _add_play(sub) -> None:
     side.add_argument("--first", action="store_true", help="you move first (default)")
     side.add_argument("--second", action="store_true", help="you move second")
     play.add_argument("--game", default=None, help="the game (default: the run's)")
-    play.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
-                     help="import MODULE first: a game of your own that registers itself (see docs/custom-game.md); "
-                          "repeatable")
+    _add_modules(play)
     play.add_argument("--seed", type=int, default=0)
     play.set_defaults(func=_play)
 
@@ -208,8 +209,7 @@ def _add_serve(sub) -> None:
                        help="the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes the "
                             "page to everyone who can reach this machine)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0: any free port)")
-    serve.add_argument("--module", dest="modules", action="append", default=[], metavar="MODULE",
-                       help="import MODULE first: a game of your own that registers itself; repeatable")
+    _add_modules(serve)
     serve.add_argument("--seed", type=int, default=0)
     serve.set_defaults(func=_serve)
 
