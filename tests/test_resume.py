@@ -1,6 +1,7 @@
 """Resume tests: exact continuation, and recovery after SIGKILL mid-run."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,16 +35,17 @@ STOCHASTIC = ("model.chance_outcomes=4", "planner.kind=puct", "test_planner.kind
                                              pytest.param("sync", 64, STOCHASTIC, marks=pytest.mark.extended)],
                          ids=["sync", "async", "sync-stochastic"])  # CI: sync and async (the stochastic one took 69 s)
 def test_resume_continues_exactly(tmp_path, kind, half, extra):
-    """Training 2 * half steps straight equals training half, stopping, resuming, training half more (the
-    async schedule too: its epochs count on from the checkpoint, so tests and metrics rows keep their cadence;
-    and a Stochastic MuZero model)."""
+    """Training 2 * half steps straight equals training half, stopping, moving the run's folder, resuming it there,
+    training half more (the async schedule too: its epochs count on from the checkpoint, so tests and metrics rows
+    keep their cadence; and a Stochastic MuZero model)."""
     straight = Trainer(_config(2 * half, f"schedule.kind={kind}", *extra), tmp_path / "a")
     straight.run()
     first = Trainer(_config(half, f"schedule.kind={kind}", *extra), tmp_path / "b")
     first.run()
     first.close()  # the folder's one writer lets it go
     assert first.counters["updates"] > 0 and first.counters["epochs"] > 0
-    resumed = Trainer(_config(2 * half, f"schedule.kind={kind}", *extra), tmp_path / "b", resume=True)
+    shutil.move(tmp_path / "b", tmp_path / "elsewhere")  # a folder copied to another place or machine goes on alike
+    resumed = Trainer(_config(2 * half, f"schedule.kind={kind}", *extra), tmp_path / "elsewhere", resume=True)
     assert resumed.counters["env_steps"] == half
     resumed.run()
     for key in ("env_steps", "updates", "epochs", "episodes"):
