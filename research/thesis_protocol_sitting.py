@@ -9,7 +9,8 @@ order (one seed of every game before the next seed):
   runs/tp-GAME-sSEED --continue ...`` with the card's overrides: it starts the run, or resumes it exactly);
 - a run at its budget is evaluated over 64 games on the original package, with the preset's test planner and
   with the thesis's (``final-minatar.json``, ``final-thesis-planner.json``; written whole or not at all);
-- a run the card's ``summary.json`` holds as done is skipped, its folder here or not;
+- a run the card's ``summary.json`` holds as done is skipped, its folder here or not; one it holds as running with
+  more frames than its folder here has is said to be lost (a JSON line ``{"lost": ...}`` first), to be recorded;
 - then the next run, until the minutes are spent. An evaluation is started only with ``--eval-minutes`` left, a
   sitting of training only with 10 minutes left (less is mostly compiling).
 
@@ -66,6 +67,23 @@ def done_in(summary: Path) -> set[tuple[str, int]]:
     data = json.loads(summary.read_text())
     return {(game, s["seed"]) for game, _ in QUEUE for s in data.get(game, {}).get("seeds", [])
             if s.get("status") == "done" and s.get("final_mean") is not None}
+
+
+def lost_in(summary: Path, runs: Path) -> list[dict]:
+    """The runs the card's summary holds as running with more frames than their folder here has (none, when the
+    folder is gone): lost with their folders. Each is said at the sitting's start, so that the card records the
+    loss; a sitting that trains such a run starts it over (never spliced), and ``thesis_protocol_summary.py`` then
+    marks the summary's entry lost."""
+    if not summary.exists():
+        return []
+    data = json.loads(summary.read_text())
+    out = []
+    for game, seed in QUEUE:
+        for entry in data.get(game, {}).get("seeds", []):
+            run = runs / f"tp-{game}-s{seed}"
+            if entry["seed"] == seed and entry.get("status") == "running" and entry["env_frames"] > frames_of(run):
+                out.append({"lost": str(run), "frames_in_summary": entry["env_frames"], "frames_here": frames_of(run)})
+    return out
 
 
 def budget(run: Path) -> int:
@@ -171,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     done = done_in(args.summary)
+    for lost in lost_in(args.summary, args.runs):
+        print(json.dumps(lost), flush=True)
     running: dict[Path, _Job] = {}
     planned: set[Path] = set()  # --dry-run: the runs already printed
     starting, code = True, 0  # no more starts once a sitting's minutes are spent, a command fails or a signal came

@@ -197,7 +197,8 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
 
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({**{g: {"seeds": []} for g in GAMES}, "breakout": {"seeds": [
-        {"seed": 0, "status": "done", "final_mean": 339.2}, {"seed": 1, "status": "running", "final_mean": None}]}}))
+        {"seed": 0, "status": "done", "final_mean": 339.2},
+        {"seed": 1, "status": "running", "final_mean": None, "env_frames": 3_000_000}]}}))
     done = done_in(summary)
     assert done == {("breakout", 0)}
     assert next_step(runs, done) == ("train", runs / "tp-space_invaders-s0", "")  # breakout 0: done, no folder
@@ -219,10 +220,13 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
         "learner.lr_decay_over=budget", "learner.lr_decay_start=0.5", "learner.lr_final_fraction=0.1"]
     capsys.readouterr()
     assert main(["--minutes", "60", "--runs", str(runs), "--summary", str(summary), "--dry-run"]) == 0
-    assert json.loads(capsys.readouterr().out)["command"].endswith("--minutes 59 --stop-grace 900 --seed 0 "
-                                                                  + " ".join(command(step, 1)[15:]))
+    planned = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the lost run's line (below)
+    assert planned["command"].endswith("--minutes 59 --stop-grace 900 --seed 0 " + " ".join(command(step, 1)[15:]))
     assert main(["--minutes", "5", "--runs", str(runs), "--summary", str(summary)]) == 0  # too short to train
-    assert json.loads(capsys.readouterr().out)["stopped"].endswith("minutes left")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    # breakout seed 1: running in the summary, no folder here: said lost first (the card records it)
+    assert lines[0] == {"lost": str(runs / "tp-breakout-s1"), "frames_in_summary": 3_000_000, "frames_here": 0}
+    assert len(lines) == 2 and lines[1]["stopped"].endswith("minutes left")
     # nearest its end first (a folder may not outlive a session): a started run before a new one, the fewest
     # frames left first, whatever the card's order; a run at its budget is evaluated before any training
     run("tp-asterix-s1", 7_000_000)
