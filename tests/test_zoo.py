@@ -31,6 +31,9 @@ def test_moozi_zoo_lists_the_agents(capsys):
     assert main(["zoo"]) == 0
     out = capsys.readouterr().out
     assert "zoo:tictactoe-v1" in out and "pgx:tic_tac_toe" in out
+    rows = dict(zip(sorted(index()), out.splitlines()))
+    assert len({row.index(" " + index()[name]["game"] + " ") for name, row in rows.items()}) == 1  # one column
+    assert len({row.index(" MB ") for row in rows.values()}) == 1
     assert main(["zoo", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == index()
 

@@ -403,7 +403,10 @@ def _zoo(args: argparse.Namespace) -> int:
     if not agents:
         print("the zoo is empty")
         return 0
+    names = max(len(PREFIX + name) for name in agents)
+    games = max(len(e["game"]) for e in agents.values())
     for name, e in sorted(agents.items()):
-        print(f"{PREFIX}{name:<16} {e['game']:<22} {e['bytes'] / 1e6:5.2f} MB  {e['strength']}  (card: {e['card']})")
+        print(f"{PREFIX + name:<{names}} {e['game']:<{games}} {e['bytes'] / 1e6:5.2f} MB  {e['strength']}  "
+              f"(card: {e['card']})")
     print("use one wherever a run is taken: moozi play zoo:NAME, moozi eval zoo:NAME, moozi match zoo:NAME random")
     return 0
