@@ -72,6 +72,7 @@ def test_session_notation_and_undo():
     assert s.parse_move("x3") == s.parse_move("3") == 3
     s.play(3)
     assert s.move_name(3) == "o3"
+    assert s.board().endswith("\n...x...\n0123456")  # the columns numbered as the moves name them
     with pytest.raises(IllegalMove, match="names no move"):
         s.parse_move("z9")
     s.genmove()

@@ -59,10 +59,23 @@ def parse_move(text: str, legal: list[int], twin_state, num_actions: int) -> int
     raise IllegalMove(f"{text!r} names no move; legal: {legal_names}")
 
 
+def _column_numbers(twin_state) -> str:
+    """The columns' numbers under a board drawn one character a column, as its moves name them (``x3``: 3)."""
+    return "".join(str(c % 10) for c in range(twin_state.get_game().num_distinct_actions()))
+
+
+BOARD_FOOTERS = {"connect_four": _column_numbers}
+"""A line under OpenSpiel's drawing, by the game's short name, where the drawing alone does not say how to name
+a move (connect four's board has no column labels)."""
+
+
 def board_text(twin_state, moves: list[int]) -> str:
-    """The position as text: OpenSpiel's drawing where there is one, else the moves so far."""
+    """The position as text: OpenSpiel's drawing where there is one (with :data:`BOARD_FOOTERS`' line), else the
+    moves so far."""
     if twin_state is not None:
-        return str(twin_state).rstrip()
+        footer = BOARD_FOOTERS.get(twin_state.get_game().get_type().short_name)
+        text = str(twin_state).rstrip()
+        return f"{text}\n{footer(twin_state)}" if footer else text
     return "moves: " + (" ".join(map(str, moves)) or "(none)")
 
 
