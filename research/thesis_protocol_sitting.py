@@ -80,9 +80,12 @@ def lost_in(summary: Path, runs: Path) -> list[dict]:
     out = []
     for game, seed in QUEUE:
         for entry in data.get(game, {}).get("seeds", []):
+            if entry["seed"] != seed or entry.get("status") != "running":
+                continue
             run = runs / f"tp-{game}-s{seed}"
-            if entry["seed"] == seed and entry.get("status") == "running" and entry["env_frames"] > frames_of(run):
-                out.append({"lost": str(run), "frames_in_summary": entry["env_frames"], "frames_here": frames_of(run)})
+            here = frames_of(run)
+            if entry["env_frames"] > here:
+                out.append({"lost": str(run), "frames_in_summary": entry["env_frames"], "frames_here": here})
     return out
 
 
@@ -99,8 +102,8 @@ def next_step(runs: Path, done: set[tuple[str, int]] = frozenset(),
     What is nearest its end comes first, since a run's folder may not outlive a session (a lost run is started
     over): a run at its budget is evaluated, then a started run is trained, the fewest frames left first; only
     then is the next run of the card's order started."""
-    todo = [runs / f"tp-{game}-s{seed}" for game, seed in QUEUE if (game, seed) not in done]
-    todo = [run for run in todo if run not in busy]
+    todo = [run for game, seed in QUEUE if (game, seed) not in done
+            and (run := runs / f"tp-{game}-s{seed}") not in busy]
     frames = {run: frames_of(run) for run in todo}
     for run in todo:
         if frames[run] >= budget(run):
