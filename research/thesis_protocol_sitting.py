@@ -9,8 +9,9 @@ order (one seed of every game before the next seed):
   runs/tp-GAME-sSEED --continue ...`` with the card's overrides: it starts the run, or resumes it exactly);
 - a run at its budget is evaluated over 64 games on the original package, with the preset's test planner and
   with the thesis's (``final-minatar.json``, ``final-thesis-planner.json``; written whole or not at all);
-- a run the card's ``summary.json`` holds as done is skipped, its folder here or not; one it holds as running with
-  more frames than its folder here has is said to be lost (a JSON line ``{"lost": ...}`` first), to be recorded;
+- a run the card's ``summary.json`` holds as done is skipped, its folder here or not; one it holds as running that
+  its folder here no longer holds (gone, or started over: another identity in ``run.json``, or fewer frames) is
+  said to be lost (a JSON line ``{"lost": ...}`` first), to be recorded;
 - then the next run, until the minutes are spent. An evaluation is started only with ``--eval-minutes`` left, a
   sitting of training only with 10 minutes left (less is mostly compiling).
 
@@ -41,9 +42,9 @@ from moozi.envs.protocol import named_protocol
 from moozi.observe.metrics import iter_metrics
 
 try:  # run as a script (python research/...) or imported as research.thesis_protocol_sitting
-    from thesis_protocol_summary import OVERRIDES, ROOT  # type: ignore[import-not-found]
+    from thesis_protocol_summary import OVERRIDES, ROOT, run_id_of, started_over  # type: ignore[import-not-found]
 except ImportError:
-    from research.thesis_protocol_summary import OVERRIDES, ROOT
+    from research.thesis_protocol_summary import OVERRIDES, ROOT, run_id_of, started_over
 
 QUEUE = [("breakout", 0), ("space_invaders", 0), ("freeway", 0), ("asterix", 0),
          ("breakout", 1), ("space_invaders", 1), ("freeway", 1), ("asterix", 1),
@@ -70,10 +71,10 @@ def done_in(summary: Path) -> set[tuple[str, int]]:
 
 
 def lost_in(summary: Path, runs: Path) -> list[dict]:
-    """The runs the card's summary holds as running with more frames than their folder here has (none, when the
-    folder is gone): lost with their folders. Each is said at the sitting's start, so that the card records the
-    loss; a sitting that trains such a run starts it over (never spliced), and ``thesis_protocol_summary.py`` then
-    marks the summary's entry lost."""
+    """The runs the card's summary holds as running that their folder here no longer holds (gone, or a restart: another
+    identity in its ``run.json``, or fewer frames): lost with their folders. Each is said at the sitting's start, so
+    that the card records the loss; a sitting that trains such a run starts it over (never spliced), and
+    ``thesis_protocol_summary.py`` then marks the summary's entry lost."""
     if not summary.exists():
         return []
     data = json.loads(summary.read_text())
@@ -84,7 +85,7 @@ def lost_in(summary: Path, runs: Path) -> list[dict]:
                 continue
             run = runs / f"tp-{game}-s{seed}"
             here = frames_of(run)
-            if entry["env_frames"] > here:
+            if started_over(entry, run_id_of(run), here):
                 out.append({"lost": str(run), "frames_in_summary": entry["env_frames"], "frames_here": here})
     return out
 

@@ -14,8 +14,8 @@ and no final (it counts in no aggregate).
 
 Run folders do not outlive every session, so the existing summary's entries are merged, not replaced
 (:func:`merge`): a seed whose folder is gone keeps its entry, a PPO seed's folder replaces its entry, and a moozi
-run's folder replaces the entry of the same run unless it holds fewer frames (the run was started over: the old
-entry is kept, marked lost). Every aggregate is computed again over the merged seeds.
+run's folder replaces the entry of the same run unless it holds another run (:func:`started_over`: the old entry is
+kept, marked lost). Every aggregate is computed again over the merged seeds.
 
 Usage: ``python research/thesis_protocol_summary.py [--runs runs] [--out docs/results/thesis-protocol/summary.json]
 [--keep KEY ...]`` (``--keep``: top-level keys of the existing summary written by hand, kept as they are).
@@ -59,6 +59,27 @@ def aggregate(finals: list[float], reps: int = 5000) -> dict:
             "iqm_ci": [float(ci["x"][0][0]), float(ci["x"][1][0])], "seeds_counted": len(finals)}
 
 
+def run_id_of(run: Path) -> str | None:
+    """The identity ``moozi train`` gave the run in ``run.json`` when it started (a restart in the same folder gets
+    a new one); None without one."""
+    try:
+        return str(json.loads((run / "run.json").read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def started_over(entry: dict, run_id: str | None, frames: int) -> bool:
+    """Whether the summary's ``entry`` of a moozi run still running is another run than the folder's (``run_id``,
+    ``frames``; a folder that is gone: None, 0): lost with its folder. The identities decide where both are
+    known (a restart is lost-and-new even once it has more frames than the lost run had); otherwise the frames
+    do (fewer frames in the folder than the summary holds)."""
+    if entry.get("status") != "running":
+        return False
+    if entry.get("run_id") and run_id:
+        return entry["run_id"] != run_id
+    return entry["env_frames"] > frames
+
+
 def moozi_seed(run: Path, budget: int) -> dict:
     """One moozi run's entry: its tests by env frames, and its final evaluation on the original package."""
     rows = read_metrics(run)
@@ -66,7 +87,7 @@ def moozi_seed(run: Path, budget: int) -> dict:
     frames = max((int(r["env_steps"]) for r in rows if "env_steps" in r), default=0)
     entry = {"seed": int(run.name.rsplit("-s", 1)[1]), "env_frames": frames, "curve": curve,
              "status": "done" if frames >= budget else "running", "final_mean": None, "final_ci": None,
-             "games": None}
+             "games": None, "run_id": run_id_of(run)}
     final = run / "final-minatar.json"
     if final.exists() and entry["status"] == "done":
         f = json.loads(final.read_text())
@@ -139,8 +160,8 @@ def _merged_seeds(old: list[dict], new: list[dict], moozi: bool) -> list[dict]:
         same = [e for e in new if e["seed"] == entry["seed"]]  # a game's runs are tp-GAME-sSEED, one per seed
         if not same:
             out.append(entry)
-        elif moozi and entry.get("status") == "running" and entry["env_frames"] > same[0]["env_frames"]:
-            out.append({**entry, "status": LOST})  # the folder holds a restart with fewer frames
+        elif moozi and started_over(entry, same[0].get("run_id"), same[0]["env_frames"]):
+            out.append({**entry, "status": LOST})  # the folder holds a restart
         elif moozi and entry.get("status", "").startswith("lost"):
             out.append(entry)
     return sorted(out, key=lambda e: (e["seed"], -e.get("env_frames", 0)))

@@ -92,9 +92,10 @@ def test_card_run_entry_writes_a_long_runs_entry_from_its_folder(tmp_path):
 
 
 def test_thesis_protocol_summary_merges_instead_of_replacing():
-    """Folders do not outlive every session: a seed whose folder is gone keeps its entry; a PPO seed's folder
-    replaces its entry; a moozi run started over (fewer frames in its folder) leaves the old entry marked lost;
-    the aggregates are over the merged seeds (PPO finals 10, 20 and 60: mean 30)."""
+    """Folders do not outlive every session: a seed whose folder is gone keeps its entry; a PPO seed's folder replaces
+    its entry; a moozi run started over (another identity in its folder's run.json, or fewer frames where an
+    identity is missing) leaves the old entry marked lost, even once the restart has more frames; the aggregates are
+    over the merged seeds (PPO finals 10, 20 and 60: mean 30)."""
     from research.thesis_protocol_summary import GAMES, LOST, merge
 
     def ppo(seed, final):
@@ -103,16 +104,24 @@ def test_thesis_protocol_summary_merges_instead_of_replacing():
     empty = {g: {"seeds": []} for g in GAMES}
     old = {**empty, "breakout": {"seeds": [{"seed": 0, "run": "tp-breakout-s0", "env_frames": 500, "status": "running"},
                                            {"seed": 1, "run": "tp-breakout-s1", "env_frames": 900, "status": "running"}]},
+           "freeway": {"seeds": [{"seed": 0, "env_frames": 500, "status": "running", "run_id": "tp-freeway-s0-aaaaaa"},
+                                 {"seed": 1, "env_frames": 500, "status": "running", "run_id": "tp-freeway-s1-bbbbbb"}]},
            "ppo": {g: {"seeds": []} for g in GAMES}, "ppo_gymnax_protocol": {g: {"seeds": []} for g in GAMES},
            "machine": "by hand"}
     old["ppo"]["breakout"] = {"seeds": [ppo(0, 10.0), ppo(1, 99.0)]}
     new = {**empty, "breakout": {"seeds": [{"seed": 0, "run": "tp-breakout-s0", "env_frames": 100,
                                             "status": "running"}]},
+           "freeway": {"seeds": [{"seed": 0, "env_frames": 700, "status": "running", "run_id": "tp-freeway-s0-cccccc"},
+                                 {"seed": 1, "env_frames": 400, "status": "running", "run_id": "tp-freeway-s1-bbbbbb"}]},
            "ppo": {g: {"seeds": []} for g in GAMES}, "ppo_gymnax_protocol": {g: {"seeds": []} for g in GAMES}}
     new["ppo"]["breakout"] = {"seeds": [ppo(1, 20.0), ppo(2, 60.0)]}
     out = merge(old, new)
     seeds = [(s["seed"], s["env_frames"], s["status"]) for s in out["breakout"]["seeds"]]
     assert seeds == [(0, 500, LOST), (0, 100, "running"), (1, 900, "running")]
+    # freeway seed 0 restarted (another identity) and already past the lost run's frames; seed 1 is the same run
+    # (its frames as the folder has them now, e.g. a summary written by hand ahead of the folder)
+    seeds = [(s["seed"], s["env_frames"], s["status"]) for s in out["freeway"]["seeds"]]
+    assert seeds == [(0, 700, "running"), (0, 500, LOST), (1, 400, "running")]
     assert [s["final_mean"] for s in out["ppo"]["breakout"]["seeds"]] == [10.0, 20.0, 60.0]
     assert out["ppo"]["breakout"]["mean"] == 30.0 and out["machine"] == "by hand"
 
@@ -234,6 +243,38 @@ def test_thesis_protocol_sitting_picks_what_comes_next(tmp_path, capsys):
     assert next_step(runs, done, busy={runs / "tp-asterix-s1"}) == ("train", runs / "tp-freeway-s0", "")
     run("tp-breakout-s2", BUDGET)
     assert next_step(runs, done) == ("eval", runs / "tp-breakout-s2", "final-minatar.json")
+
+
+def test_thesis_protocol_sitting_says_a_restarted_run_is_lost(tmp_path):
+    """A run the summary holds as running is lost when its folder is gone, holds fewer frames, or holds another
+    run (another identity in run.json) even with more frames; the same run ahead of the summary is not lost."""
+    import json
+
+    from research.thesis_protocol_sitting import lost_in
+    from research.thesis_protocol_summary import GAMES
+
+    runs = tmp_path / "runs"
+    for name, frames, run_id in (("tp-breakout-s1", 6_000_000, "tp-breakout-s1-222222"),
+                                 ("tp-freeway-s0", 6_000_000, "tp-freeway-s0-111111"),
+                                 ("tp-asterix-s0", 1_000_000, None)):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "metrics.jsonl").write_text(json.dumps({"env_steps": frames}) + "\n")
+        if run_id:
+            (runs / name / "run.json").write_text(json.dumps({"id": run_id}) + "\n")
+    summary = tmp_path / "summary.json"
+
+    def running(seed, frames, run_id=None):
+        return {"seed": seed, "status": "running", "env_frames": frames, **({"run_id": run_id} if run_id else {})}
+
+    summary.write_text(json.dumps({**{g: {"seeds": []} for g in GAMES},
+                                   "breakout": {"seeds": [running(1, 5_000_000, "tp-breakout-s1-aaaaaa")]},
+                                   "freeway": {"seeds": [running(0, 5_000_000, "tp-freeway-s0-111111")]},
+                                   "asterix": {"seeds": [running(0, 2_000_000)]},
+                                   "space_invaders": {"seeds": [running(0, 7_000_000, "tp-space_invaders-s0-x")]}}))
+    lost = {line["lost"]: (line["frames_in_summary"], line["frames_here"]) for line in lost_in(summary, runs)}
+    assert lost == {str(runs / "tp-breakout-s1"): (5_000_000, 6_000_000),  # another run, more frames
+                    str(runs / "tp-space_invaders-s0"): (7_000_000, 0),  # gone
+                    str(runs / "tp-asterix-s0"): (2_000_000, 1_000_000)}  # no identities: fewer frames
 
 
 def test_thesis_protocol_sitting_writes_a_final_whole_or_not_at_all(tmp_path, capsys):
