@@ -6,7 +6,7 @@ eval RUN --games 64 --package minatar`` printed, the final evaluation on the ori
 planner.json``: the same with ``--planner thesis``) and the PPO baseline's ``runs/ppo-GAME-thesis-
 sSEED/result.json`` (``moozi baseline ppo``), and writes, per game: ``protocol``, ``preset`` and ``overrides``
 (what a user types), ``thesis`` (the thesis's figure), ``seeds`` (``{seed, env_frames, final_mean, final_ci,
-games, curve, status}``, ``curve`` as ``[[env_frames, test_mean], ...]``), and over the seeds with a final
+games, curve, status, run_id}``, ``curve`` as ``[[env_frames, test_mean], ...]``), and over the seeds with a final
 evaluation ``mean``, ``iqm`` and ``iqm_ci`` (rliable: the interquartile mean with a stratified-bootstrap 95%
 interval); ``ppo`` keyed by game with the same fields, and ``ppo_gymnax_protocol`` (one seed per game on
 gymnax's 1000-move protocol, beside gymnax's published figures). A run still under way has ``status`` "running"
